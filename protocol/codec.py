@@ -1,0 +1,329 @@
+"""msgpack codec for wire messages: explicit bytes, strict schema and size checks, never pickle.
+
+`encode` turns a message dataclass into bytes. The `decode_*` functions turn bytes from a peer
+into a message or raise `RemoteProtocolError` carrying the classification reason; they never
+raise anything else, whatever the bytes (property-tested).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import msgpack
+
+from protocol.ids import DispatchToken, WorkId, is_valid_token
+from protocol.messages import (
+    PROTOCOL_VERSION,
+    Candidate,
+    Control,
+    ControlKind,
+    Cost,
+    Result,
+    Status,
+    Work,
+)
+from protocol.reasons import Reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_message_bytes: int = 16 << 20
+    max_candidate_bytes: int = 1 << 20
+    max_candidates: int = 4096
+    max_text_bytes: int = 64 << 10
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class RemoteProtocolError(Exception):
+    """The peer sent something we cannot accept. `reason` is how the fence classifies it."""
+
+    def __init__(
+        self, reason: Reason, detail: str, *, token: str | None = None, work_id: str | None = None
+    ) -> None:
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.token = token
+        self.work_id = work_id
+
+
+# ---------------------------------------------------------------------------------- encoding
+
+
+def _pack(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode(msg: Work | Result | Control) -> bytes:
+    if isinstance(msg, Work):
+        return _pack(
+            {
+                "v": PROTOCOL_VERSION,
+                "kind": "work",
+                "token": msg.token,
+                "work_id": msg.work_id,
+                "data": msg.data,
+                "sha256": msg.sha256,
+                "executor": msg.executor,
+                "target": msg.target,
+                "bound": msg.bound,
+                "options": dict(msg.options),
+                "deadline_s": float(msg.deadline_s),
+                "cov_version": msg.cov_version,
+                "cov_delta": msg.cov_delta,
+            }
+        )
+    if isinstance(msg, Result):
+        return _pack(result_to_map(msg))
+    if isinstance(msg, Control):
+        return _pack(
+            {
+                "v": PROTOCOL_VERSION,
+                "kind": msg.kind.value,
+                "tokens": list(msg.tokens),
+                "info": dict(msg.info),
+            }
+        )
+    raise TypeError(f"not a message: {type(msg).__name__}")
+
+
+def result_to_map(msg: Result) -> dict[str, Any]:
+    """The plain map of a RESULT (the worker's single sender and the fault injector edit it)."""
+    return {
+        "v": PROTOCOL_VERSION,
+        "kind": "result",
+        "token": msg.token,
+        "work_id": msg.work_id,
+        "status": msg.status.value,
+        "candidates": [
+            {
+                "data": c.data,
+                "sha256": c.sha256,
+                "trace": c.trace,
+                "kind": c.kind.value,
+                "bound": c.bound,
+                "new_bits": c.new_bits,
+                "detail": c.detail,
+            }
+            for c in msg.candidates
+        ],
+        "cost": {
+            "wall_s": float(msg.cost.wall_s),
+            "cpu_s": float(msg.cost.cpu_s),
+            "solver_s": float(msg.cost.solver_s),
+            "execs": msg.cost.execs,
+        },
+        "cov_version": msg.cov_version,
+        "trace": msg.trace,
+        "error": msg.error,
+        "stats": dict(msg.stats),
+    }
+
+
+def encode_map(obj: dict[str, Any]) -> bytes:
+    """Encode an already-built map (used by the fault injector to send deliberately bad frames)."""
+    return _pack(obj)
+
+
+# ---------------------------------------------------------------------------------- decoding
+
+
+class _Fields:
+    """Typed field access on a decoded map; every violation is a MALFORMED remote error."""
+
+    def __init__(self, m: Mapping[str, Any], what: str, limits: Limits) -> None:
+        self.m = m
+        self.what = what
+        self.limits = limits
+
+    def _bad(self, key: str, expected: str) -> RemoteProtocolError:
+        return RemoteProtocolError(
+            Reason.MALFORMED,
+            f"{self.what}.{key}: expected {expected}, got {type(self.m.get(key)).__name__}",
+        )
+
+    def int(self, key: str, *, minimum: int = 0) -> int:
+        v = self.m.get(key)
+        if type(v) is not int or v < minimum:
+            raise self._bad(key, f"int >= {minimum}")
+        return v
+
+    def float(self, key: str) -> float:
+        v = self.m.get(key)
+        if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
+            raise self._bad(key, "finite float >= 0")
+        return float(v)
+
+    def str(self, key: str, *, hex64: bool = False) -> str:
+        v = self.m.get(key)
+        if type(v) is not str or len(v) > self.limits.max_text_bytes:
+            raise self._bad(key, "str")
+        if hex64 and not is_valid_token(v):
+            raise RemoteProtocolError(Reason.MALFORMED, f"{self.what}.{key}: not 64 lowercase hex")
+        return v
+
+    def bytes(self, key: str, *, limit: int) -> bytes:
+        v = self.m.get(key)
+        if type(v) is not bytes or len(v) > limit:
+            raise self._bad(key, f"bytes <= {limit}")
+        return v
+
+    def list(self, key: str, *, limit: int) -> list[Any]:
+        v = self.m.get(key)
+        if type(v) is not list or len(v) > limit:
+            raise self._bad(key, f"array <= {limit}")
+        return v
+
+    def map(self, key: str) -> dict[str, Any]:
+        v = self.m.get(key)
+        if type(v) is not dict:
+            raise self._bad(key, "map")
+        return v
+
+    def enum(self, key: str, enum_type: Callable[[str], Any]) -> Any:
+        v = self.str(key)
+        try:
+            return enum_type(v)
+        except ValueError:
+            raise RemoteProtocolError(
+                Reason.MALFORMED, f"{self.what}.{key}: unknown value {v!r}"
+            ) from None
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _scalar_map(m: dict[str, Any], what: str) -> dict[str, Any]:
+    for k, v in m.items():
+        if type(k) is not str or type(v) not in _SCALARS:
+            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: values must be scalars")
+    return m
+
+
+def _int_map(m: dict[str, Any], what: str) -> dict[str, int]:
+    for k, v in m.items():
+        if type(k) is not str or type(v) is not int:
+            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: values must be ints")
+    return m
+
+
+def _envelope(frame: bytes, limits: Limits) -> dict[str, Any]:
+    """Size, msgpack, map, version. Envelope faults beat a version mismatch (we cannot even
+    tell which version a non-map speaks); body faults are only judged for our own version."""
+    if len(frame) > limits.max_message_bytes:
+        raise RemoteProtocolError(
+            Reason.MALFORMED, f"oversized: {len(frame)} > {limits.max_message_bytes} bytes"
+        )
+    try:
+        obj = msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # hostile bytes: any unpacker failure is the peer's fault
+        raise RemoteProtocolError(Reason.MALFORMED, f"undecodable: {type(exc).__name__}") from None
+    if type(obj) is not dict:
+        raise RemoteProtocolError(Reason.MALFORMED, f"not a map: {type(obj).__name__}")
+    version = obj.get("v")
+    if type(version) is not int:
+        raise RemoteProtocolError(Reason.MALFORMED, "missing or non-int protocol version 'v'")
+    if version != PROTOCOL_VERSION:
+        token = obj.get("token")
+        raise RemoteProtocolError(
+            Reason.INCOMPATIBLE,
+            f"protocol version {version}, expected {PROTOCOL_VERSION}",
+            token=token if isinstance(token, str) else None,
+        )
+    return obj
+
+
+def _token(obj: dict[str, Any], f: _Fields) -> DispatchToken:
+    if "token" not in obj:
+        raise RemoteProtocolError(Reason.MISSING, "no token field")
+    return DispatchToken(f.str("token", hex64=True))
+
+
+def decode_result(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Result:
+    obj = _envelope(frame, limits)
+    work_id = obj.get("work_id") if isinstance(obj.get("work_id"), str) else None
+    token_hint = obj.get("token") if isinstance(obj.get("token"), str) else None
+    try:
+        return _result_body(obj, limits)
+    except RemoteProtocolError as exc:
+        exc.work_id, exc.token = work_id, token_hint
+        raise
+
+
+def _result_body(obj: dict[str, Any], limits: Limits) -> Result:
+    f = _Fields(obj, "result", limits)
+    if obj.get("kind") != "result":
+        raise RemoteProtocolError(Reason.MALFORMED, f"kind {obj.get('kind')!r} on the result tag")
+    work_id = WorkId(f.str("work_id", hex64=True))
+    status = f.enum("status", Status)
+    candidates = []
+    for i, raw in enumerate(f.list("candidates", limit=limits.max_candidates)):
+        if type(raw) is not dict:
+            raise RemoteProtocolError(Reason.MALFORMED, f"candidates[{i}]: not a map")
+        c = _Fields(raw, f"candidates[{i}]", limits)
+        candidates.append(
+            Candidate(
+                data=c.bytes("data", limit=limits.max_candidate_bytes),
+                sha256=c.str("sha256", hex64=True),
+                trace=c.bytes("trace", limit=limits.max_candidate_bytes),
+                kind=c.enum("kind", Status),
+                bound=c.int("bound"),
+                new_bits=c.int("new_bits"),
+                detail=c.str("detail"),
+            )
+        )
+    cost_map = f.map("cost")
+    c = _Fields(cost_map, "cost", limits)
+    cost = Cost(c.float("wall_s"), c.float("cpu_s"), c.float("solver_s"), c.int("execs"))
+    result = Result(
+        token=DispatchToken(""),
+        work_id=work_id,
+        status=status,
+        candidates=tuple(candidates),
+        cost=cost,
+        cov_version=f.int("cov_version"),
+        trace=f.bytes("trace", limit=limits.max_candidate_bytes),
+        error=f.str("error"),
+        stats=_int_map(f.map("stats"), "result.stats"),
+    )
+    # The token is judged last: a body fault is MALFORMED whether or not a token is present.
+    return replace(result, token=_token(obj, f))
+
+
+def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
+    obj = _envelope(frame, limits)
+    f = _Fields(obj, "work", limits)
+    if obj.get("kind") != "work":
+        raise RemoteProtocolError(Reason.MALFORMED, f"kind {obj.get('kind')!r} on the work tag")
+    token = _token(obj, f)
+    return Work(
+        token=token,
+        work_id=WorkId(f.str("work_id", hex64=True)),
+        data=f.bytes("data", limit=limits.max_message_bytes),
+        sha256=f.str("sha256", hex64=True),
+        executor=f.str("executor"),
+        target=f.str("target"),
+        bound=f.int("bound"),
+        options=_scalar_map(f.map("options"), "work.options"),
+        deadline_s=f.float("deadline_s"),
+        cov_version=f.int("cov_version"),
+        cov_delta=f.bytes("cov_delta", limit=limits.max_message_bytes),
+    )
+
+
+def decode_control(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Control:
+    obj = _envelope(frame, limits)
+    f = _Fields(obj, "control", limits)
+    kind = f.enum("kind", ControlKind)
+    tokens = f.list("tokens", limit=1 << 16)
+    if not all(is_valid_token(t) for t in tokens):
+        raise RemoteProtocolError(Reason.MALFORMED, "control.tokens: not 64 lowercase hex")
+    info = f.map("info")
+    for k in info:
+        if type(k) is not str:
+            raise RemoteProtocolError(Reason.MALFORMED, "control.info: keys must be str")
+    return Control(kind=kind, tokens=tuple(DispatchToken(t) for t in tokens), info=info)

@@ -1,0 +1,67 @@
+"""The fence: classify one received RESULT frame before it may touch any state (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from protocol.codec import DEFAULT_LIMITS, Limits, RemoteProtocolError, decode_result
+from protocol.ids import DispatchToken, Rank
+from protocol.messages import Result
+from protocol.reasons import Reason
+
+
+class FenceView(Protocol):
+    """What the fence may ask of the coordinator's dispatch state (read-only)."""
+
+    def owner(self, token: DispatchToken) -> Rank | None:
+        """Rank the token is in flight on, or None if it is not in flight."""
+
+    def recently_committed(self, token: DispatchToken) -> bool: ...
+
+    def revoked(self, token: DispatchToken) -> bool: ...
+
+    def in_flight_count(self, rank: Rank) -> int: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    reason: Reason
+    result: Result | None = None  # decoded result, when it decoded
+    detail: str = ""
+    token: str | None = None  # the token as sent, when it was a string (for logs)
+    work_id: str | None = None
+    owner: Rank | None = None  # owner rank of a misrouted token
+
+    @property
+    def committable(self) -> bool:
+        return self.reason is Reason.CURRENT
+
+
+def classify_result(result: Result, source: Rank, view: FenceView) -> Verdict:
+    """Token-level rows of the table, for a result that decoded cleanly."""
+    token = result.token
+    owner = view.owner(token)
+    common = dict(result=result, token=token, work_id=result.work_id)
+    if owner is not None:
+        if owner == source:
+            return Verdict(Reason.CURRENT, **common)
+        return Verdict(Reason.MISROUTED, owner=owner, detail=f"token owned by rank {owner}", **common)
+    if view.recently_committed(token):
+        return Verdict(Reason.DUPLICATE, detail="token already committed", **common)
+    if view.revoked(token):
+        return Verdict(Reason.EXPIRED, detail="token revoked", **common)
+    if view.in_flight_count(source) == 0:
+        return Verdict(Reason.UNOWNED, detail="source rank has nothing in flight", **common)
+    return Verdict(Reason.STALE, detail="token never issued in this epoch or long forgotten", **common)
+
+
+def classify(
+    frame: bytes, source: Rank, view: FenceView, limits: Limits = DEFAULT_LIMITS
+) -> Verdict:
+    """Decode and classify one RESULT frame. Never raises: every input yields a Verdict."""
+    try:
+        result = decode_result(frame, limits)
+    except RemoteProtocolError as exc:
+        return Verdict(exc.reason, detail=exc.detail, token=exc.token, work_id=exc.work_id)
+    return classify_result(result, source, view)

@@ -1,0 +1,61 @@
+"""Result classification reasons and the conserved per-reason counters with a stable rendering."""
+
+from __future__ import annotations
+
+import enum
+from typing import Iterator, Mapping
+
+
+class Reason(str, enum.Enum):
+    """Outcome of fencing one RESULT, in precedence order (DESIGN.md section 4)."""
+
+    MALFORMED = "malformed"
+    INCOMPATIBLE = "incompatible"
+    MISSING = "missing"
+    CURRENT = "current"
+    MISROUTED = "misrouted"
+    DUPLICATE = "duplicate"
+    EXPIRED = "expired"
+    UNOWNED = "unowned"
+    STALE = "stale"
+
+
+# Every reason except CURRENT quarantines. This order is the stable rendering order.
+QUARANTINE_REASONS: tuple[Reason, ...] = tuple(r for r in Reason if r is not Reason.CURRENT)
+
+
+class QuarantineCounters:
+    """Counts quarantined results per reason; every quarantine is counted exactly once."""
+
+    def __init__(self, initial: Mapping[str, int] | None = None) -> None:
+        self._counts: dict[Reason, int] = {r: 0 for r in QUARANTINE_REASONS}
+        for key, value in (initial or {}).items():
+            self._counts[Reason(key)] = int(value)
+
+    def add(self, reason: Reason) -> None:
+        if reason is Reason.CURRENT:
+            raise ValueError("a current result is committed, not quarantined")
+        self._counts[reason] += 1
+
+    def __getitem__(self, reason: Reason) -> int:
+        return self._counts[reason]
+
+    def __iter__(self) -> Iterator[tuple[Reason, int]]:
+        return iter(self._counts.items())
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+    def snapshot(self) -> dict[str, int]:
+        return {r.value: n for r, n in self._counts.items()}
+
+    def stats_items(self) -> list[tuple[str, int]]:
+        """`quarantined_results` then one `quarantined_<reason>` per reason, stable order."""
+        return [("quarantined_results", self.total)] + [
+            (f"quarantined_{r.value}", n) for r, n in self._counts.items()
+        ]
+
+    def render(self) -> str:
+        width = max(len(k) for k, _ in self.stats_items())
+        return "\n".join(f"{k:<{width}} : {v}" for k, v in self.stats_items())
