@@ -1,0 +1,17 @@
+"""Executors by name: what a WORK's `executor` field selects on the worker."""
+
+from __future__ import annotations
+
+from worker.executors.base import Executor
+
+
+def make_executor(name: str) -> Executor:
+    if name == "synthetic":
+        from worker.executors.synthetic import SyntheticExecutor
+
+        return SyntheticExecutor()
+    if name == "concolic":
+        from worker.executors.concolic import ConcolicExecutor
+
+        return ConcolicExecutor()
+    raise ValueError(f"unknown executor {name!r}")

@@ -1,0 +1,513 @@
+"""The coordinator: dispatch, fence every result, commit or quarantine, stop cleanly.
+
+All state lives on the event loop thread; the MPI pump thread only moves bytes. A reader
+looking for the fence finds it in `_on_result` (it calls `protocol.fence.classify` before
+anything else); the commit path is `_commit`, the quarantine path `_quarantine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+from coordinator.config import Config
+from coordinator.inflight import InFlight, Revocation
+from coordinator.journal import Journal, NewEntry, NewFinding
+from coordinator.outputs import OutputDir, crash_signature
+from coordinator.pump import Inbound, Pump
+from coordinator.scheduler import Scheduler, WorkItem
+from coordinator.stats import PLOT_HEADER, Stats, plot_row, render_stats, write_atomic
+from coordinator.status_line import Snapshot, StatusLine
+from protocol.codec import Limits, RemoteProtocolError, decode_control, encode
+from protocol.coverage import CoverageMap, unpack_trace
+from protocol.fence import Verdict, classify
+from protocol.ids import DispatchToken, Rank, TokenMinter, sha256_hex, work_id_for
+from protocol.messages import Control, ControlKind, Result, Status, Tag, Work
+from protocol.reasons import Reason
+
+log = structlog.get_logger()
+
+
+def executor_options(cfg: Config) -> dict[str, Any]:
+    """The per-work executor options (part of every work_id)."""
+    if cfg["campaign.executor"] == "synthetic":
+        s = cfg.section("synthetic")
+        return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate")}
+    return dict(cfg["concolic.options"])
+
+
+def load_seeds(cfg: Config) -> list[bytes]:
+    if cfg["campaign.seeds"]:
+        folder = Path(cfg["campaign.seeds"])
+        seeds = [p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()]
+        if not seeds:
+            raise FileNotFoundError(f"campaign.seeds: no seed files in {folder}")
+        return seeds
+    if cfg["campaign.executor"] == "synthetic":
+        return [i.to_bytes(4, "big") for i in range(cfg["synthetic.seeds"])]
+    return [b"\x00"]
+
+
+class Coordinator:
+    def __init__(
+        self,
+        cfg: Config,
+        comm: Any,
+        out: OutputDir,
+        journal: Journal,
+        *,
+        status: StatusLine | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self.comm = comm
+        self.out = out
+        self.journal = journal
+        self.clock = clock
+        self.status = status or StatusLine(enabled=False)
+        self.workers: list[Rank] = [Rank(r) for r in range(1, comm.Get_size())]
+        self.alive: set[Rank] = set()
+        self.last_seen: dict[Rank, float] = {}
+        self.stop_acks: dict[Rank, dict[str, Any]] = {}
+        self.minter = TokenMinter(os.urandom(32))
+        self.inflight = InFlight(window=cfg["stats.window_tokens"])
+        self.leased: dict[DispatchToken, WorkItem] = {}
+        self.scheduler = Scheduler()
+        self.coverage = CoverageMap()
+        self.worker_cov_version: dict[Rank, int] = {}
+        self.stats = Stats()
+        self.limits = Limits(
+            max_message_bytes=cfg["limits.max_message_bytes"],
+            max_candidate_bytes=cfg["limits.max_candidate_bytes"],
+            max_candidates=cfg["limits.max_candidates"],
+        )
+        self.depth: int = cfg["dispatch.depth"]
+        self.deadline_s: float = cfg["dispatch.deadline_s"]
+        self.executor: str = cfg["campaign.executor"]
+        self.options = executor_options(cfg)
+        self.crash_signatures: set[str] = set()
+        self.dispatching = False
+        self.stop_reason: str | None = None
+        self._changed = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._t0 = clock()
+        self.pump: Pump | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self.pump = Pump(
+            self.comm, loop, self._on_batch,
+            poll_cap_s=self.cfg["mpi.poll_cap_ms"] / 1000, batch=self.cfg["mpi.batch"],
+        )
+        self.pump.start()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.request_stop, f"signal {signal.Signals(sig).name}")
+        try:
+            if not await self._await_hellos():
+                self.request_stop("workers did not say hello")
+            else:
+                self._seed()
+                self.dispatching = True
+                self._t0 = self.clock()
+                log.info("campaign.started", workers=len(self.alive), depth=self.depth,
+                         executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
+                self._fill()
+                self._check_finished()
+            ticker = asyncio.create_task(self._ticker())
+            await self._stop.wait()
+            await self._shutdown()
+            ticker.cancel()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            self.pump.stop()
+        return 0 if self.pump.error is None else 1
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            log.info("campaign.stopping", reason=reason)
+        self.dispatching = False
+        self._stop.set()
+
+    async def _await_hellos(self) -> bool:
+        deadline = self.clock() + self.cfg["dispatch.hello_timeout_s"]
+        while len(self.alive) < len(self.workers) and not self._stop.is_set():
+            if self.clock() > deadline:
+                log.error("campaign.hello_timeout", missing=sorted(set(self.workers) - self.alive))
+                return bool(self.alive)
+            await self._wait_change(0.1)
+        return not self._stop.is_set()
+
+    def _seed(self) -> None:
+        pending = self.journal.pending_work()
+        if pending:
+            for w in pending:
+                self.scheduler.requeue(WorkItem(w.work_id, w.data, sha256_hex(w.data), w.target, w.bound,
+                                                w.queue_id, w.new_bits, w.queue_id is None, w.attempts))
+            self.scheduler.known |= self.journal.known_work_ids()
+            log.info("campaign.resumed", pending=len(pending))
+            return
+        entries = []
+        for target in self.cfg["campaign.targets"]:
+            for data in load_seeds(self.cfg):
+                sha = sha256_hex(data)
+                wid = work_id_for(self.executor, target, sha, 0, self.options)
+                entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
+                                        new_bits=0, found_s=0.0, work_id=wid, target=target))
+        for e in self.journal.add_seeds(entries):
+            item = WorkItem(e.work_id, e.data, e.sha256, e.target, 0, e.queue_id, 0, seed=True)
+            self.scheduler.add(item)
+        self.stats.corpus = self.journal.corpus_count()
+
+    async def _wait_change(self, timeout: float) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def _shutdown(self) -> None:
+        self.dispatching = False
+        drain_until = self.clock() + self.cfg["dispatch.drain_timeout_s"]
+        while len(self.inflight) and self.clock() < drain_until and self.alive:
+            await self._wait_change(0.05)
+        for rank in sorted(self.alive):
+            for token in self.inflight.tokens_of(rank):
+                self._revoke(token, Revocation.CANCELLED)
+        for rank in self.workers:
+            for token in self.inflight.tokens_of(rank):  # ranks lost meanwhile
+                self._revoke(token, Revocation.LOST)
+        stop = encode(Control(ControlKind.STOP))
+        for rank in sorted(self.alive):
+            self.pump.send(rank, Tag.CONTROL, stop)
+        ack_until = self.clock() + self.cfg["dispatch.stop_timeout_s"]
+        while set(self.stop_acks) < self.alive and self.clock() < ack_until:
+            await self._wait_change(0.05)
+        missing = sorted(self.alive - set(self.stop_acks))
+        if missing:
+            log.warning("campaign.stop_ack_missing", ranks=missing)
+        self._flush()
+        self._write_stats()
+        self.status.close(self._snapshot())
+        self.journal.end_run(clean=not missing and self.pump.error is None)
+        log.info("campaign.finished", reason=self.stop_reason, committed=self.stats.committed,
+                 quarantined=self.stats.quarantine.total, crashes=self.stats.crashes,
+                 conservation_holds=all(ok for _, ok in self.stats.conservation(len(self.inflight))))
+
+    # ------------------------------------------------------------------ periodic work
+
+    async def _ticker(self) -> None:
+        interval = self.cfg["stats.interval_s"]
+        next_stats = self.clock()
+        while True:
+            await asyncio.sleep(min(0.05, interval))
+            now = self.clock()
+            self._expire(now)
+            self._check_lost(now)
+            if self.journal.needs_flush():
+                self._flush()
+            if now >= next_stats:
+                next_stats = now + interval
+                self._write_stats()
+                self.status.update(self._snapshot())
+            self._check_finished()
+
+    def _expire(self, now: float) -> None:
+        for d in list(self.inflight.due(now)):
+            log.warning("task.expired", token=d.token[:16], worker=d.rank, work_id=d.work_id[:16],
+                        after_s=round(now - d.sent_at, 3))
+            self._revoke(d.token, Revocation.EXPIRED)
+        self._fill()
+
+    def _check_lost(self, now: float) -> None:
+        limit = self.cfg["workers.lost_after_s"]
+        for rank in sorted(self.alive):
+            if now - self.last_seen.get(rank, now) > limit:
+                self._lose_worker(rank, f"no heartbeat for {limit} s")
+
+    def _lose_worker(self, rank: Rank, why: str) -> None:
+        if rank not in self.alive:
+            return
+        self.alive.discard(rank)
+        tokens = self.inflight.tokens_of(rank)
+        log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
+        for token in tokens:
+            self._revoke(token, Revocation.LOST, notify=False)
+        self._fill()
+        if not self.alive:
+            self.request_stop("all workers lost")
+
+    def _check_finished(self) -> None:
+        if self._stop.is_set() or not self.dispatching:
+            return
+        elapsed = self.clock() - self._t0
+        duration = self.cfg["campaign.duration_s"]
+        max_results = self.cfg["campaign.max_results"]
+        if duration and elapsed >= duration:
+            self.request_stop("duration reached")
+        elif max_results and self.stats.committed >= max_results:
+            self.request_stop("max_results reached")
+        elif not len(self.scheduler) and not len(self.inflight):
+            self.request_stop("work exhausted")
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _fill(self) -> None:
+        if not self.dispatching:
+            return
+        for rank in self.workers:
+            if rank not in self.alive:
+                continue
+            for _ in range(self.depth - self.inflight.in_flight_count(rank)):
+                item = self.scheduler.pop()
+                if item is None:
+                    return
+                self._dispatch(rank, item)
+
+    def _dispatch(self, rank: Rank, item: WorkItem) -> None:
+        token = self.minter.mint(rank)
+        now = self.clock()
+        self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
+        self.leased[token] = item
+        self.journal.lease(item.work_id, token)
+        version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
+        self.worker_cov_version[rank] = version
+        work = Work(token, item.work_id, item.data, item.sha256, self.executor, item.target, item.bound,
+                    self.options, self.deadline_s, version, delta)
+        self.pump.send(rank, Tag.WORK, encode(work))
+        self.stats.dispatched += 1
+
+    def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True) -> None:
+        d = self.inflight.revoke(token, why)
+        item = self.leased.pop(token)
+        setattr(self.stats, why.value, getattr(self.stats, why.value) + 1)
+        attempts = item.attempts + 1
+        if why is not Revocation.CANCELLED and attempts >= self.cfg["dispatch.max_attempts"]:
+            self.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
+            self.stats.work_failed += 1
+            log.error("task.failed", work_id=item.work_id[:16], attempts=attempts, reason=why.value)
+        else:
+            self.journal.requeue(item.work_id, token, why.value)
+            if why is not Revocation.CANCELLED:
+                self.scheduler.requeue(replace(item, attempts=attempts))
+        if notify and d.rank in self.alive:
+            self.pump.send(d.rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, (token,))))
+
+    # ------------------------------------------------------------------ receive: the fence
+
+    def _on_batch(self, batch: list[Inbound]) -> None:
+        if self.pump is not None and self.pump.error is not None and not self._stop.is_set():
+            log.error("pump.failed", error=repr(self.pump.error))
+            self.alive.clear()
+            self.request_stop("MPI pump failed")
+        for m in batch:
+            if m.tag == Tag.RESULT:
+                self._on_result(Rank(m.source), m.frame)
+            elif m.tag == Tag.CONTROL:
+                self._on_control(Rank(m.source), m.frame)
+            else:
+                self.stats.control_rejected += 1
+                log.warning("message.unexpected_tag", worker=m.source, tag=m.tag)
+        self._fill()
+        self._check_finished()
+        self._changed.set()
+
+    def _on_result(self, source: Rank, frame: bytes) -> None:
+        self.stats.results_received += 1
+        verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
+        if verdict.reason is Reason.CURRENT:
+            self._commit(source, verdict.result)  # ... commit ...
+        else:
+            self._quarantine(source, verdict)  # ... or quarantine; both announce
+
+    def _quarantine(self, source: Rank, v: Verdict) -> None:
+        self.stats.quarantined(v.reason)
+        log.warning("result.quarantined", reason=v.reason.value, source_rank=source,
+                    token=(v.token or "")[:16] or None, work_id=v.work_id, owner_rank=v.owner, detail=v.detail)
+
+    def _commit(self, source: Rank, result: Result) -> None:
+        self.inflight.commit(result.token)
+        item = self.leased.pop(result.token)
+        st = self.stats
+        st.committed += 1
+        st.status_counts[result.status.value] += 1
+        st.record_result(source, result.cost.wall_s, result.cost.execs, result.cost.solver_s)
+        found_s = self.clock() - self._t0
+        self._merge_trace(result.trace)
+        findings: list[NewFinding] = []
+        if result.status in (Status.CRASH, Status.HANG):
+            self._finding(findings, result.status, item.data, result.error, item, found_s)
+        elif result.status is Status.ERROR:
+            log.warning("task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
+        entries: list[NewEntry] = []
+        for c in result.candidates:
+            sha = sha256_hex(c.data)
+            if sha != c.sha256:
+                st.triage_rejected["bad_sha256"] += 1
+            elif c.kind in (Status.CRASH, Status.HANG):
+                self._finding(findings, c.kind, c.data, c.detail, item, found_s)
+            elif (bits := self._merge_trace(c.trace)) is None:
+                continue
+            elif bits == 0:
+                st.triage_rejected["no_new_bits"] += 1
+            else:
+                wid = work_id_for(self.executor, item.target, sha, c.bound, self.options)
+                entries.append(NewEntry(sha256=sha, data=c.data, bound=c.bound, parent=item.queue_id,
+                                        origin=self.executor, new_bits=bits, found_s=found_s,
+                                        work_id=wid, target=item.target))
+        receipt = self.journal.commit(item.work_id, result.token, status=result.status.value,
+                                      new_entries=entries, findings=findings)
+        if receipt is None:  # the journal-level fence: cannot happen unless state diverged
+            st.journal_fence_rejected += 1
+            log.error("commit.journal_fenced", work_id=item.work_id[:16], token=result.token[:16])
+            return
+        st.triage_rejected["duplicate_input"] += receipt.skipped_entries
+        for e in receipt.entries:
+            self.scheduler.add(WorkItem(e.work_id, e.data, e.sha256, e.target, e.bound, e.queue_id, e.new_bits))
+        st.corpus += len(receipt.entries)
+        for f in receipt.findings:
+            log.warning(f"finding.{f.kind}", finding_id=f.finding_id, target=item.target,
+                        signature=crash_signature(f.detail) if f.kind == "crash" else "timeout",
+                        found_s=round(found_s, 2), worker=source)
+
+    def _merge_trace(self, packed: bytes) -> int | None:
+        if not packed:
+            return 0
+        try:
+            trace = unpack_trace(packed)
+        except ValueError:
+            self.stats.triage_rejected["bad_trace"] += 1
+            return None
+        bits = self.coverage.merge(trace)
+        self.stats.edges = self.coverage.edges_found()
+        return bits
+
+    def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, detail: str,
+                 item: WorkItem, found_s: float) -> None:
+        if kind is Status.CRASH:
+            self.stats.crashes_total += 1
+            sig = f"{item.target} {crash_signature(detail)}"
+            if sig in self.crash_signatures:
+                self.stats.triage_rejected["known_crash"] += 1
+                return
+            self.crash_signatures.add(sig)
+            self.stats.first_found_s.setdefault(sig, found_s)
+        findings.append(NewFinding(kind=kind.value, sha256=sha256_hex(data), data=data, detail=detail,
+                                   work_id=item.work_id, found_s=found_s, target=item.target))
+
+    def _on_control(self, source: Rank, frame: bytes) -> None:
+        try:
+            ctl = decode_control(frame, self.limits)
+        except RemoteProtocolError as exc:
+            self.stats.control_rejected += 1
+            log.warning("control.rejected", worker=source, reason=exc.reason.value, detail=exc.detail)
+            return
+        self.last_seen[source] = self.clock()
+        if ctl.kind is ControlKind.HELLO:
+            if source in self.workers and source not in self.alive:
+                self.alive.add(source)
+                self.pump.send(source, Tag.CONTROL, encode(Control(ControlKind.SETUP, info=self._setup_info(source))))
+                log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
+        elif ctl.kind is ControlKind.HEARTBEAT:
+            self._reconcile(source, set(ctl.tokens), int(ctl.info.get("work_received", 0)))
+        elif ctl.kind is ControlKind.STOP_ACK:
+            self.stop_acks[source] = dict(ctl.info)
+            log.info("worker.stopped", worker=source, **{k: v for k, v in ctl.info.items() if k != "faults"})
+        else:
+            self.stats.control_rejected += 1
+            log.warning("control.unexpected", worker=source, kind=ctl.kind.value)
+
+    def _reconcile(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
+        """Revoke tokens the worker should hold (their WORK arrived) but does not: lost messages."""
+        if rank not in self.alive:
+            return
+        for token in self.inflight.tokens_of(rank):
+            d = self.inflight.get(token)
+            if d.send_index < work_received and token not in held:
+                log.warning("task.lost", worker=rank, token=token[:16], reason="not held by worker")
+                self._revoke(token, Revocation.LOST, notify=False)
+
+    def _setup_info(self, rank: Rank) -> dict[str, Any]:
+        faults = self.cfg.section("faults")
+        return {
+            "rank": rank,
+            "heartbeat_s": self.cfg["workers.heartbeat_s"],
+            "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
+            "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
+            "faults": msgpack_safe(faults) if faults["enabled"] else {},
+            "max_message_bytes": self.limits.max_message_bytes,
+            "world_size": self.comm.Get_size(),
+        }
+
+    # ------------------------------------------------------------------ outputs
+
+    def _flush(self) -> None:
+        self.journal.save_coverage(self.coverage.to_bytes())
+        self.journal.save_counters(self._counters())
+        durable = self.journal.flush()
+        for e in durable.entries:
+            self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+        for f in durable.findings:
+            path = self.out.finding(f.kind, f.finding_id, f.data, detail=f.detail, target=f.target)
+            if f.kind == "crash":
+                self.stats.crashes += 1
+            else:
+                self.stats.hangs += 1
+            log.info("finding.saved", kind=f.kind, path=str(path))
+
+    def _counters(self) -> dict[str, int]:
+        st = self.stats
+        out = {"dispatched": st.dispatched, "results_received": st.results_received,
+               "committed": st.committed, "expired": st.expired, "cancelled": st.cancelled,
+               "lost": st.lost, "execs": st.execs}
+        out.update({f"quarantined_{k}": v for k, v in st.quarantine.snapshot().items()})
+        return out
+
+    def _snapshot(self) -> Snapshot:
+        elapsed = max(self.clock() - self._t0, 1e-9)
+        return Snapshot(elapsed, self.stats.execs / elapsed, self.stats.committed / elapsed, self.stats.edges,
+                        self.stats.corpus, len(self.scheduler), self.stats.crashes, self.stats.hangs,
+                        len(self.inflight), self.stats.quarantine.total, len(self.alive))
+
+    def _write_stats(self) -> None:
+        now = time.time()
+        rows = self.stats.items(now=now, in_flight=len(self.inflight), pending=len(self.scheduler),
+                                ranks=self.workers, extra={"dispatch_depth": self.depth, "workers_alive": len(self.alive)})
+        write_atomic(self.out.root / "fuzzer_stats", render_stats(rows))
+        plot = self.out.root / "plot_data"
+        if not plot.exists():
+            plot.write_text(PLOT_HEADER)
+        elapsed = max(self.clock() - self._t0, 1e-9)
+        with plot.open("a") as fh:
+            fh.write(plot_row(self.stats, now, len(self.scheduler), len(self.inflight), self.stats.execs / elapsed))
+
+    def summary(self) -> str:
+        st = self.stats
+        lines = [
+            f"campaign finished: {self.stop_reason}",
+            f"  committed {st.committed}, quarantined {st.quarantine.total}, corpus {st.corpus},"
+            f" edges {st.edges}, unique crashes {st.crashes}, hangs {st.hangs}, execs {st.execs}",
+            "  quarantine counters:",
+            *("    " + l for l in st.quarantine.render().splitlines()),
+            "  conservation (DESIGN.md section 7):",
+        ]
+        for text, ok in st.conservation(len(self.inflight)):
+            lines.append(f"    [{'ok' if ok else 'VIOLATED'}] {text}")
+        lines.append(f"  outputs: {self.out.root}/ (queue/, crashes/, hangs/, fuzzer_stats, plot_data, logs/)")
+        if st.crashes:
+            lines.append(f"  crashing inputs: {self.out.crashes}/")
+        return "\n".join(lines)
+
+
+def msgpack_safe(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if isinstance(v, (str, int, float, bool))}

@@ -1,0 +1,190 @@
+"""Command-line entry points: `symfence run|logs|status`, and the per-rank MPI main."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+from coordinator.config import ConfigError, load
+
+EXIT_CONFIG = 2
+MPI_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="output directory (default: campaign.output from the config)")
+    p.add_argument("--resume", action="store_true", help="continue the campaign in an existing output directory")
+    p.add_argument("--verbose", action="store_true", help="also print high-volume events on the console")
+    p.add_argument("--no-status", action="store_true", help="no live status line")
+
+
+def fail(message: str, code: int = EXIT_CONFIG) -> int:
+    print(f"symfence: {message}", file=sys.stderr)
+    return code
+
+
+def check_outdir(out: Path, resume: bool) -> str | None:
+    """The one-line reason this output directory cannot be used, or None."""
+    has_journal = (out / "journal.sqlite").exists()
+    if has_journal and not resume:
+        return f"{out} already holds a campaign: pass --resume to continue it, or choose another --out"
+    if resume and not has_journal:
+        return f"--resume: {out} holds no campaign journal to resume"
+    return None
+
+
+# ---------------------------------------------------------------------------------- symfence run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        cfg = load(args.config)
+    except ConfigError as exc:
+        return fail(f"config error: {exc}")
+    out = cfg.output_dir(args.out)
+    problem = check_outdir(out, args.resume)
+    if problem:
+        return fail(problem)
+    forwarded = ["--config", str(args.config)] + (["--out", str(out)]) + (["--resume"] if args.resume else []) \
+        + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else [])
+    if any(v in os.environ for v in MPI_ENV):
+        return mpi_main(forwarded)  # already launched by mpirun: run this rank's role
+    ranks = args.ranks or cfg["campaign.ranks"]
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        return fail("mpiexec not found (pip install mpich, or put your MPI's mpiexec on PATH)", 1)
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "coordinator", *forwarded]
+    print(f"symfence: launching {' '.join(cmd)}", file=sys.stderr, flush=True)
+    os.execv(mpiexec, cmd)
+
+
+# ---------------------------------------------------------------------------------- per-rank main
+
+
+def mpi_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m coordinator", description="one rank of a symfence campaign")
+    p.add_argument("--config", required=True)
+    _run_args(p)
+    args = p.parse_args(argv)
+
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    peers = comm.Dup()  # collective on every rank: the fault injector's side channel
+    if comm.Get_rank() == 0:
+        return _coordinator_rank(args, comm)
+    return _worker_rank(comm, peers)
+
+
+def _stop_workers(comm) -> None:
+    from mpi4py import MPI
+
+    from protocol.codec import encode
+    from protocol.messages import Control, ControlKind, Tag
+
+    frame = encode(Control(ControlKind.STOP))
+    for rank in range(1, comm.Get_size()):
+        comm.Send([frame, MPI.BYTE], rank, Tag.CONTROL)
+
+
+def _coordinator_rank(args: argparse.Namespace, comm) -> int:
+    try:
+        cfg = load(args.config)
+    except ConfigError as exc:
+        _stop_workers(comm)
+        return fail(f"config error: {exc}")
+    out_path = cfg.output_dir(args.out)
+    problem = check_outdir(out_path, args.resume)
+    if problem:
+        _stop_workers(comm)
+        return fail(problem)
+    if comm.Get_size() < 2:
+        return fail("a campaign needs at least 2 ranks (1 coordinator + workers): mpiexec -n 3 ...", 1)
+
+    import uvloop
+
+    from coordinator import log as logsetup
+    from coordinator.campaign import Coordinator
+    from coordinator.journal import Journal
+    from coordinator.outputs import OutputDir
+    from coordinator.status_line import StatusLine
+
+    out = OutputDir(out_path)
+    handle = logsetup.configure(out.logs / "coordinator.jsonl", verbose=args.verbose, rank=0)
+    journal = Journal.open(out.root / "journal.sqlite", resume=args.resume)
+    status = StatusLine(enabled=not args.no_status)
+    coordinator = Coordinator(cfg, comm, out, journal, status=status)
+    journal.begin_run(coordinator.minter.epoch.hex())
+    code = uvloop.run(coordinator.run())
+    journal.close()
+    print(coordinator.summary(), flush=True)
+    handle.close()
+    _finalize_with_watchdog()
+    return code
+
+
+def _worker_rank(comm, peers) -> int:
+    from coordinator import log as logsetup
+    from worker.endpoint import Endpoint
+    from worker.loop import Worker
+
+    handles = []
+
+    def configure(path: str, rank: int) -> None:
+        handles.append(logsetup.configure(Path(path), console=None, rank=rank, role="worker"))
+
+    code = Worker(Endpoint(comm), Endpoint(peers), configure).run()
+    for h in handles:
+        h.close()
+    _finalize_with_watchdog()
+    return code
+
+
+def _finalize_with_watchdog(timeout_s: float = 20.0) -> None:
+    """MPI_Finalize can hang if a peer died; abort the process instead of hanging the job."""
+    from mpi4py import MPI
+
+    timer = threading.Timer(timeout_s, lambda: os._exit(3))
+    timer.daemon = True
+    timer.start()
+    MPI.Finalize()
+    timer.cancel()
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="symfence", description="pipelined MPI coordinator for distributed concolic execution")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run (or resume) a campaign; launches mpiexec unless already under MPI")
+    run.add_argument("config", help="campaign TOML file, e.g. configs/demo.toml")
+    run.add_argument("-n", "--ranks", type=int, help="MPI world size (default: campaign.ranks)")
+    _run_args(run)
+    logs = sub.add_parser("logs", help="tail and filter a campaign's JSON logs")
+    logs.add_argument("outdir")
+    logs.add_argument("--follow", "-f", action="store_true")
+    logs.add_argument("--event", action="append", help="only this event (repeatable), e.g. result.quarantined")
+    logs.add_argument("--reason", action="append", help="only this quarantine reason (repeatable)")
+    logs.add_argument("--rank", type=int, action="append", help="only this rank's log (repeatable)")
+    logs.add_argument("--json", action="store_true", help="print the raw JSON lines (for jq)")
+    status = sub.add_parser("status", help="summarise a campaign's journal and stats")
+    status.add_argument("outdir")
+    args = p.parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "logs":
+        from coordinator.logtail import run_logs
+
+        return run_logs(args)
+    from coordinator.status_report import StatusError, render_status
+
+    try:
+        print(render_status(Path(args.outdir)))
+    except StatusError as exc:
+        return fail(str(exc), 1)
+    return 0

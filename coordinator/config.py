@@ -1,0 +1,192 @@
+"""Campaign configuration: load a TOML file, check every key, fill defaults, fail with one line."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+EXECUTORS = ("synthetic", "concolic")
+FAULT_KINDS = (
+    "duplicate",
+    "stale",
+    "missing",
+    "malformed_token",
+    "non_map",
+    "oversized",
+    "misrouted",
+    "unowned",
+    "wrong_version",
+)
+
+
+class ConfigError(Exception):
+    """A config problem, phrased as one line naming the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+# --- schema: section -> key -> (default, checker) -------------------------------------------
+
+Check = Callable[[str, Any], Any]
+
+
+def _int(minimum: int) -> Check:
+    def check(key: str, v: Any) -> int:
+        if type(v) is not int or v < minimum:
+            raise ConfigError(key, f"must be an integer >= {minimum}, got {v!r}")
+        return v
+
+    return check
+
+
+def _float(minimum: float, maximum: float | None = None) -> Check:
+    def check(key: str, v: Any) -> float:
+        if type(v) not in (int, float) or v < minimum or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            raise ConfigError(key, f"must be a number {rng}, got {v!r}")
+        return float(v)
+
+    return check
+
+
+def _str(choices: tuple[str, ...] | None = None) -> Check:
+    def check(key: str, v: Any) -> str:
+        if type(v) is not str or (choices and v not in choices):
+            want = f"one of {', '.join(choices)}" if choices else "a string"
+            raise ConfigError(key, f"must be {want}, got {v!r}")
+        return v
+
+    return check
+
+
+def _bool(key: str, v: Any) -> bool:
+    if type(v) is not bool:
+        raise ConfigError(key, f"must be true or false, got {v!r}")
+    return v
+
+
+def _str_list(key: str, v: Any) -> list[str]:
+    if type(v) is not list or not all(type(x) is str for x in v):
+        raise ConfigError(key, f"must be a list of strings, got {v!r}")
+    return list(v)
+
+
+def _options(key: str, v: Any) -> dict[str, Any]:
+    if type(v) is not dict or not all(type(x) in (str, int, float, bool) for x in v.values()):
+        raise ConfigError(key, "must be a table of scalar values")
+    return dict(v)
+
+
+SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
+    "campaign": {
+        "name": ("campaign", _str()),
+        "executor": ("synthetic", _str(EXECUTORS)),
+        "targets": (["synthetic"], _str_list),
+        "seeds": ("", _str()),  # directory of seed files; "" = the executor's built-in seeds
+        "output": ("out/campaign", _str()),
+        "duration_s": (60.0, _float(0)),  # 0 = until work is exhausted
+        "max_results": (0, _int(0)),  # stop after this many committed results, 0 = no limit
+        "ranks": (3, _int(2)),  # world size used by `symfence run` when it launches mpiexec
+    },
+    "dispatch": {
+        "depth": (2, _int(1)),
+        "deadline_s": (0.0, _float(0)),  # 0 = no per-dispatch deadline
+        "max_attempts": (3, _int(1)),
+        "drain_timeout_s": (10.0, _float(0)),
+        "stop_timeout_s": (10.0, _float(0.1)),
+        "hello_timeout_s": (60.0, _float(0.1)),
+    },
+    "workers": {
+        "heartbeat_s": (1.0, _float(0.01)),
+        "lost_after_s": (10.0, _float(0.05)),
+        "poll_cap_ms": (2.0, _float(0.01, 1000)),
+    },
+    "mpi": {
+        "poll_cap_ms": (1.0, _float(0.01, 1000)),
+        "batch": (256, _int(1)),
+    },
+    "limits": {
+        "max_message_bytes": (16 << 20, _int(1024)),
+        "max_candidate_bytes": (1 << 20, _int(16)),
+        "max_candidates": (4096, _int(1)),
+    },
+    "stats": {
+        "interval_s": (1.0, _float(0.05)),
+        "window_tokens": (65536, _int(16)),
+    },
+    "synthetic": {
+        "seeds": (1000, _int(1)),
+        "task_ms": (1.0, _float(0)),
+        "distribution": ("fixed", _str(("fixed", "uniform", "exponential"))),
+        "candidates": (0, _int(0)),
+        "error_rate": (0.0, _float(0, 1)),
+    },
+    "concolic": {
+        "options": ({}, _options),
+    },
+    "faults": {
+        "enabled": (False, _bool),
+        "seed": (1, _int(0)),
+        **{kind: (0.0, _float(0, 1)) for kind in FAULT_KINDS},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """A checked config: `section.key` lookups with every default filled in."""
+
+    values: dict[str, dict[str, Any]]
+    path: Path | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def __getitem__(self, dotted: str) -> Any:
+        section, key = dotted.split(".", 1)
+        return self.values[section][key]
+
+    def section(self, name: str) -> dict[str, Any]:
+        return dict(self.values[name])
+
+    def output_dir(self, override: str | None = None) -> Path:
+        return Path(override) if override else Path(self["campaign.output"])
+
+
+def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
+    values: dict[str, dict[str, Any]] = {}
+    for section, table in raw.items():
+        if section not in SCHEMA:
+            raise ConfigError(section, f"unknown section (known: {', '.join(SCHEMA)})")
+        if type(table) is not dict:
+            raise ConfigError(section, "must be a table")
+        for key in table:
+            if key not in SCHEMA[section]:
+                raise ConfigError(f"{section}.{key}", "unknown key")
+    for section, keys in SCHEMA.items():
+        table = raw.get(section, {})
+        values[section] = {
+            key: check(f"{section}.{key}", table[key]) if key in table else default
+            for key, (default, check) in keys.items()
+        }
+    cfg = Config(values, path, path.parent if path else Path.cwd())
+    if cfg["campaign.executor"] == "concolic" and cfg["campaign.targets"] == ["synthetic"]:
+        raise ConfigError("campaign.targets", "the concolic executor needs module:function targets")
+    if not cfg["campaign.targets"]:
+        raise ConfigError("campaign.targets", "must name at least one target")
+    return cfg
+
+
+def load(path: str | Path) -> Config:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {p}: {exc.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", f"{p} is not valid TOML: {exc}") from None
+    return parse(raw, p)

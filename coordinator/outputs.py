@@ -1,0 +1,58 @@
+"""The AFL-style output directory: queue/, crashes/, hangs/ files written atomically."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def crash_signature(detail: str) -> str:
+    """A dedupe key for a crash: the exception line plus the innermost frame of the traceback."""
+    lines = [l.strip() for l in detail.strip().splitlines() if l.strip()]
+    if not lines:
+        return "unknown"
+    frames = [l for l in lines if l.startswith("File ")]
+    exc = lines[-1]
+    exc_type = exc.split(":", 1)[0]
+    return f"{exc_type} @ {frames[-1] if frames else '?'}"
+
+
+def _safe(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:limit]
+
+
+class OutputDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.queue = root / "queue"
+        self.crashes = root / "crashes"
+        self.hangs = root / "hangs"
+        self.details = root / "crash_details"
+        self.logs = root / "logs"
+        for d in (self.queue, self.crashes, self.hangs, self.details, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> Path:
+        tmp = path.with_name(f".tmp.{path.name}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return path
+
+    def queue_entry(self, queue_id: int, data: bytes, *, parent: int | None, origin: str, new_bits: int) -> Path:
+        src = "seed" if parent is None else f"src:{parent:06d}"
+        tag = {2: ",+cov", 1: ",+hit"}.get(new_bits, "")
+        return self._write(self.queue / f"id:{queue_id:06d},{src},op:{_safe(origin)}{tag}", data)
+
+    def finding(self, kind: str, finding_id: int, data: bytes, *, detail: str, target: str) -> Path:
+        folder = self.crashes if kind == "crash" else self.hangs
+        sig = _safe(crash_signature(detail).split(" @ ")[0]) if kind == "crash" else "timeout"
+        name = f"id:{finding_id:06d},sig:{sig},target:{_safe(target.replace(':', '.'))}"
+        if detail:
+            (self.details / f"{kind}-{finding_id:06d}.txt").write_text(detail)
+        return self._write(folder / name, data)
+
+    def existing(self, kind: str) -> set[str]:
+        folder = {"queue": self.queue, "crash": self.crashes, "hang": self.hangs}[kind]
+        return {p.name for p in folder.iterdir() if not p.name.startswith(".")}

@@ -1,0 +1,55 @@
+"""The scheduler queue: which pending work item to dispatch next, each work_id at most once."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+from protocol.ids import WorkId
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    work_id: WorkId
+    data: bytes
+    sha256: str
+    target: str
+    bound: int = 0
+    queue_id: int | None = None
+    new_bits: int = 0  # what the input that made this item found: 2 new edge, 1 new counts
+    seed: bool = False
+    attempts: int = 0
+
+
+class Scheduler:
+    """Seeds first, then inputs that found new coverage, then shallower bound, then smaller.
+
+    `add` refuses a work_id it has seen before (work is never run twice); `requeue` puts back
+    an item whose dispatch was revoked, keeping its place in the order.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[tuple[int, int, int, int, int], WorkItem]] = []
+        self._seq = itertools.count()
+        self.known: set[WorkId] = set()
+
+    @staticmethod
+    def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
+        return (0 if item.seed else 1, -item.new_bits, item.bound, len(item.data), seq)
+
+    def add(self, item: WorkItem) -> bool:
+        if item.work_id in self.known:
+            return False
+        self.known.add(item.work_id)
+        heapq.heappush(self._heap, (self._key(item, next(self._seq)), item))
+        return True
+
+    def requeue(self, item: WorkItem) -> None:
+        heapq.heappush(self._heap, (self._key(item, next(self._seq)), item))
+
+    def pop(self) -> WorkItem | None:
+        return heapq.heappop(self._heap)[1] if self._heap else None
+
+    def __len__(self) -> int:
+        return len(self._heap)

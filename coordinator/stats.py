@@ -1,0 +1,138 @@
+"""Campaign statistics kept in one place: counters, conservation equations, fuzzer_stats, plot_data."""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.reasons import QuarantineCounters, Reason
+
+
+@dataclass
+class Stats:
+    started_wall: float = field(default_factory=time.time)
+    dispatched: int = 0
+    results_received: int = 0
+    committed: int = 0
+    expired: int = 0  # dispatches revoked at their deadline
+    cancelled: int = 0  # dispatches revoked because the campaign stopped
+    lost: int = 0  # dispatches revoked because their worker was lost / did not hold them
+    quarantine: QuarantineCounters = field(default_factory=QuarantineCounters)
+    status_counts: collections.Counter = field(default_factory=collections.Counter)  # ok/crash/...
+    triage_rejected: collections.Counter = field(default_factory=collections.Counter)
+    execs: int = 0
+    solver_s: float = 0.0
+    busy_s: dict[int, float] = field(default_factory=dict)  # per rank: sum of task wall time
+    results_by_rank: collections.Counter = field(default_factory=collections.Counter)
+    corpus: int = 0
+    crashes: int = 0  # unique (saved) crashes
+    crashes_total: int = 0
+    hangs: int = 0
+    edges: int = 0
+    work_failed: int = 0
+    control_rejected: int = 0
+    journal_fence_rejected: int = 0  # a `current` result whose lease the journal did not hold
+    first_found_s: dict[str, float] = field(default_factory=dict)  # crash signature -> time
+
+    def record_result(self, rank: int, wall_s: float, execs: int, solver_s: float) -> None:
+        self.busy_s[rank] = self.busy_s.get(rank, 0.0) + wall_s
+        self.results_by_rank[rank] += 1
+        self.execs += execs
+        self.solver_s += solver_s
+
+    def quarantined(self, reason: Reason) -> None:
+        self.quarantine.add(reason)
+
+    # --- conservation (DESIGN.md section 7) ----------------------------------------------------
+
+    def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
+        q = self.quarantine.total
+        revoked = self.expired + self.cancelled + self.lost
+        return [
+            (
+                f"results_received {self.results_received} = committed {self.committed}"
+                f" + quarantined {q}",
+                self.results_received == self.committed + q,
+            ),
+            (
+                f"dispatched {self.dispatched} = committed {self.committed} + expired {self.expired}"
+                f" + cancelled {self.cancelled} + lost {self.lost} + in_flight {in_flight}",
+                self.dispatched == self.committed + revoked + in_flight,
+            ),
+        ]
+
+    # --- files ------------------------------------------------------------------------------------
+
+    def items(self, *, now: float, in_flight: int, pending: int, ranks: list[int], extra: dict | None = None) -> list[tuple[str, object]]:
+        elapsed = max(now - self.started_wall, 1e-9)
+        rows: list[tuple[str, object]] = [
+            ("start_time", int(self.started_wall)),
+            ("last_update", int(now)),
+            ("run_time", int(elapsed)),
+            ("fuzzer_pid", os.getpid()),
+            ("execs_done", self.execs),
+            ("execs_per_sec", round(self.execs / elapsed, 2)),
+            ("corpus_count", self.corpus),
+            ("pending_total", pending),
+            ("edges_found", self.edges),
+            ("bitmap_cvg", f"{100.0 * self.edges / 65536:.2f}%"),
+            ("saved_crashes", self.crashes),
+            ("total_crashes", self.crashes_total),
+            ("saved_hangs", self.hangs),
+            ("solver_time_s", round(self.solver_s, 3)),
+            ("dispatched", self.dispatched),
+            ("results_received", self.results_received),
+            ("committed", self.committed),
+            ("in_flight", in_flight),
+            ("expired", self.expired),
+            ("cancelled", self.cancelled),
+            ("lost", self.lost),
+            ("work_failed", self.work_failed),
+            ("results_per_sec", round(self.committed / elapsed, 2)),
+        ]
+        rows += self.quarantine.stats_items()
+        rows += [(f"triage_rejected_{k}", v) for k, v in sorted(self.triage_rejected.items())]
+        rows += [(f"status_{k}", v) for k, v in sorted(self.status_counts.items())]
+        rows += [("control_rejected", self.control_rejected), ("journal_fence_rejected", self.journal_fence_rejected)]
+        for rank in ranks:
+            rows.append((f"utilisation_rank_{rank}", round(self.busy_s.get(rank, 0.0) / elapsed, 4)))
+        rows += list((extra or {}).items())
+        return rows
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def render_stats(rows: list[tuple[str, object]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "".join(f"{k:<{width}} : {v}\n" for k, v in rows)
+
+
+def read_stats(path: Path) -> dict[str, str]:
+    """Parse an AFL-style `key : value` file (used by `symfence status` and tests)."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+PLOT_HEADER = (
+    "# relative_time, corpus_count, pending_total, saved_crashes, saved_hangs, edges_found,"
+    " execs_per_sec, total_execs, committed, quarantined, in_flight\n"
+)
+
+
+def plot_row(stats: Stats, now: float, pending: int, in_flight: int, execs_per_sec: float) -> str:
+    return (
+        f"{int(now - stats.started_wall)}, {stats.corpus}, {pending}, {stats.crashes}, {stats.hangs},"
+        f" {stats.edges}, {execs_per_sec:.2f}, {stats.execs}, {stats.committed},"
+        f" {stats.quarantine.total}, {in_flight}\n"
+    )

@@ -1,0 +1,91 @@
+"""Launch real multi-rank campaigns under mpiexec from tests, with a hard timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+
+
+def toml_dump(cfg: dict[str, dict[str, Any]]) -> str:
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        raise TypeError(v)
+
+    out = []
+    for section, table in cfg.items():
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        out.append(f"[{section}]")
+        out += [f"{k} = {value(v)}" for k, v in scalars.items()]
+        for k, v in table.items():
+            if isinstance(v, dict):
+                out.append(f"[{section}.{k}]")
+                out += [f"{kk} = {value(vv)}" for kk, vv in v.items()]
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    out: Path
+
+    def stats(self) -> dict[str, str]:
+        from coordinator.stats import read_stats
+
+        return read_stats(self.out / "fuzzer_stats")
+
+    def events(self, log: str = "coordinator.jsonl") -> list[dict[str, Any]]:
+        path = self.out / "logs" / log
+        return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+    def worker_events(self) -> list[dict[str, Any]]:
+        return [e for p in sorted((self.out / "logs").glob("worker-*.jsonl")) for e in self.events(p.name)]
+
+
+def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, timeout_s: float = 120,
+                 extra_args: list[str] | None = None, out: Path | None = None) -> Run:
+    out = out or tmp_path / "out"
+    config = tmp_path / "campaign.toml"
+    config.write_text(toml_dump(cfg))
+    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "coordinator", "--config", str(config),
+           "--out", str(out), "--no-status", *(extra_args or [])]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"campaign hung (> {timeout_s} s)\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}")
+    return Run(proc.returncode, stdout, stderr, out)
+
+
+def synthetic_cfg(**sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    cfg: dict[str, dict[str, Any]] = {
+        "campaign": {"executor": "synthetic", "duration_s": 60},
+        "dispatch": {"depth": 2, "drain_timeout_s": 10, "stop_timeout_s": 10},
+        "workers": {"heartbeat_s": 0.2, "lost_after_s": 30},
+        "synthetic": {"seeds": 200, "task_ms": 1.0},
+        "stats": {"interval_s": 0.2},
+    }
+    for name, table in sections.items():
+        cfg.setdefault(name, {}).update(table)
+    return cfg

@@ -1,0 +1,51 @@
+"""Every fault type injected into a real 5-rank run is classified exactly, and none commits."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from coordinator.config import FAULT_KINDS
+from tests.mpi_helpers import run_campaign, synthetic_cfg
+from worker.faults import EXPECTED_REASON
+
+pytestmark = pytest.mark.mpi
+
+
+def test_every_fault_is_classified_exactly(tmp_path):
+    seeds = 400
+    faults = {"enabled": True, "seed": 7, **{kind: 0.05 for kind in FAULT_KINDS}}
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "candidates": 1}, faults=faults,
+                        limits={"max_message_bytes": 65536})
+    run = run_campaign(tmp_path, cfg, ranks=5, timeout_s=180)
+    assert run.code == 0, run.stderr[-3000:]
+    s = run.stats()
+
+    injected = collections.Counter(e["kind"] for e in run.worker_events() if e["event"] == "fault.injected")
+    assert set(injected) == set(FAULT_KINDS), f"some fault kinds never fired: {injected}"
+    expected = collections.Counter()
+    for kind, n in injected.items():
+        expected[EXPECTED_REASON[kind]] += n
+    for reason in ("malformed", "incompatible", "missing", "misrouted", "duplicate", "expired", "unowned", "stale"):
+        assert int(s[f"quarantined_{reason}"]) == expected[reason], (reason, s, injected)
+    assert int(s["quarantined_results"]) == sum(injected.values())
+
+    # No fault committed; every genuine result (including the misused tokens' owners) did.
+    assert int(s["committed"]) == seeds
+    assert int(s["dispatched"]) == seeds
+    assert int(s["results_received"]) == seeds + sum(injected.values())
+    assert "VIOLATED" not in run.stdout and run.stdout.count("[ok]") == 2
+
+    # The workers' own totals (STOP_ACK) agree with their logs.
+    acked = collections.Counter()
+    for e in run.worker_events():
+        if e["event"] == "worker.finished":
+            acked.update(e["faults"] or {})
+    assert acked == injected
+
+    # One result.quarantined event per quarantine, each naming its reason.
+    events = [e for e in run.events() if e["event"] == "result.quarantined"]
+    assert collections.Counter(e["reason"] for e in events) == +expected
+    misrouted = [e for e in events if e["reason"] == "misrouted"]
+    assert all(e["owner_rank"] not in (None, e["source_rank"]) for e in misrouted)

@@ -1,0 +1,71 @@
+"""The synthetic executor: sleeps for a configured time and returns made-up candidates."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import time
+
+from worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+
+EDGE_SPACE = 4096  # candidates' fake edges fall in a small space so coverage saturates
+
+
+def _fake_trace(data: bytes) -> dict[int, int]:
+    h = hashlib.sha256(b"edge" + data).digest()
+    return {int.from_bytes(h[i : i + 2], "big") % EDGE_SPACE: 1 for i in (0, 2)}
+
+
+class SyntheticExecutor:
+    """Options: task_ms (mean duration), distribution (fixed/uniform/exponential),
+    candidates (per task), error_rate (probability of an ERROR outcome)."""
+
+    def __init__(self) -> None:
+        self._task: Task | None = None
+        self._t0 = 0.0
+        self._end = 0.0
+
+    def start(self, task: Task) -> None:
+        mean_s = float(task.options.get("task_ms", 1.0)) / 1000
+        rng = random.Random(task.work_id)
+        dist = task.options.get("distribution", "fixed")
+        if dist == "uniform":
+            duration = rng.uniform(0, 2 * mean_s)
+        elif dist == "exponential":
+            duration = rng.expovariate(1 / mean_s) if mean_s > 0 else 0.0
+        else:
+            duration = mean_s
+        self._task = task
+        self._t0 = time.monotonic()
+        self._end = self._t0 + duration
+
+    def wait(self, timeout_s: float) -> Outcome | None:
+        if self._task is None:
+            time.sleep(timeout_s) if timeout_s > 0 else os.sched_yield()
+            return None
+        remaining = self._end - time.monotonic()
+        if remaining > timeout_s:
+            time.sleep(timeout_s) if timeout_s > 0 else os.sched_yield()
+            return None
+        if remaining > 0:
+            time.sleep(remaining)
+        task, self._task = self._task, None
+        return self._outcome(task, time.monotonic() - self._t0)
+
+    def _outcome(self, task: Task, wall_s: float) -> Outcome:
+        rng = random.Random(task.work_id + "outcome")
+        if rng.random() < float(task.options.get("error_rate", 0.0)):
+            return Outcome(ExitKind.ERROR, wall_s=wall_s, execs=1, error="synthetic error (error_rate)")
+        candidates = []
+        for i in range(int(task.options.get("candidates", 0))):
+            data = hashlib.sha256(task.data + i.to_bytes(4, "big")).digest()[:8]
+            candidates.append(CandidateOut(data, _fake_trace(data), ExitKind.OK, task.bound + 1))
+        return Outcome(ExitKind.OK, trace=_fake_trace(task.data), candidates=tuple(candidates),
+                       wall_s=wall_s, cpu_s=0.0, execs=1 + len(candidates))
+
+    def abort(self) -> None:
+        self._task = None
+
+    def close(self) -> None:
+        self._task = None

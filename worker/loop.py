@@ -1,0 +1,257 @@
+"""The worker loop: a local FIFO of WORK (up to the dispatch depth), one task at a time.
+
+The loop never blocks in MPI: it drains messages, starts the next task, waits on the running
+executor for at most the current back-off delay, heartbeats, and repeats. Tokens are checked
+on arrival (a WORK without a valid token is refused and counted); every answer goes through the
+single `ResultSender`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import time
+import traceback
+from typing import Any, Callable
+
+import structlog
+
+from protocol.backoff import Backoff
+from protocol.codec import RemoteProtocolError, decode_control, decode_work, encode
+from protocol.coverage import CoverageMap, pack_trace
+from protocol.ids import DispatchToken, sha256_hex
+from protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
+from worker.endpoint import Endpoint
+from worker.executors import make_executor
+from worker.executors.base import Executor, Outcome, Task
+from worker.faults import FaultInjector
+from worker.sender import ResultSender
+
+log = structlog.get_logger()
+COORDINATOR = 0
+
+
+class Worker:
+    def __init__(self, world: Endpoint, peers: Endpoint, configure_log: Callable[[str, int], None]) -> None:
+        self.world = world
+        self.peers = peers
+        self.rank = world.rank
+        self.configure_log = configure_log
+        self.queue: collections.deque[Work] = collections.deque()
+        self.running: Work | None = None
+        self.running_executor: Executor | None = None
+        self.executors: dict[str, Executor] = {}
+        self.coverage = CoverageMap()
+        self.sender = ResultSender(lambda frame: self.world.send(COORDINATOR, Tag.RESULT, frame))
+        self.faults: FaultInjector | None = None
+        self.stopping = False
+        self.heartbeat_s = 1.0
+        self.backoff = Backoff(cap_s=0.002)
+        self.counters: collections.Counter[str] = collections.Counter()
+        self.busy_s = 0.0
+        self.work_received = 0
+        self.max_held = 0  # most dispatches held at once (queued + running): at most the depth
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> int:
+        self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.HELLO, info={
+            "host": socket.gethostname(), "pid": os.getpid()})))
+        setup = self._await_setup()
+        if setup is None:
+            self.world.flush()
+            return 0
+        self.configure_log(setup["log_path"], self.rank)
+        self.heartbeat_s = float(setup["heartbeat_s"])
+        self.backoff = Backoff(cap_s=float(setup["poll_cap_ms"]) / 1000)
+        if setup.get("faults"):
+            self.faults = FaultInjector(setup["faults"], self.world, self.peers,
+                                        int(setup["world_size"]), int(setup["max_message_bytes"]))
+        log.info("worker.started", faults=bool(self.faults))
+        try:
+            self._serve()
+        finally:
+            for ex in self.executors.values():
+                ex.close()
+        if self.faults is not None:
+            self.faults.at_stop()
+        info: dict[str, Any] = {"results_sent": self.sender.sent, "busy_s": round(self.busy_s, 6),
+                                "work_received": self.work_received, "max_held": self.max_held, **self.counters}
+        if self.faults is not None:
+            info["faults"] = dict(self.faults.counts)
+        self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.STOP_ACK, info=info)))
+        self.world.flush()
+        log.info("worker.finished", **{k: v for k, v in info.items() if k != "faults"}, faults=info.get("faults"))
+        return 0
+
+    def _await_setup(self) -> dict[str, Any] | None:
+        backoff = Backoff(cap_s=0.01)
+        while True:
+            for _src, tag, frame in self.world.poll(COORDINATOR):
+                if tag != Tag.CONTROL:
+                    continue
+                ctl = decode_control(frame)
+                if ctl.kind is ControlKind.SETUP:
+                    return dict(ctl.info)
+                if ctl.kind is ControlKind.STOP:
+                    return None
+            delay = backoff.next_delay()
+            time.sleep(delay) if delay else os.sched_yield()
+
+    def _serve(self) -> None:
+        next_heartbeat = time.monotonic()
+        while not self.stopping:
+            progressed = self._receive()
+            if self.faults is not None:
+                progressed |= self.faults.serve_peers()
+            if self.running is None and self.queue and not self.stopping:
+                self._start(self.queue.popleft())
+                progressed = True
+            if progressed:
+                self.backoff.reset()
+            delay = 0.0 if progressed else self.backoff.next_delay()
+            if self.running is not None:
+                outcome = self._wait(delay)
+                if outcome is not None:
+                    self._finish(outcome)
+                    self.backoff.reset()
+            elif delay:
+                time.sleep(delay)
+            else:
+                os.sched_yield()
+            now = time.monotonic()
+            if now >= next_heartbeat:
+                next_heartbeat = now + self.heartbeat_s
+                self._heartbeat()
+
+    # ------------------------------------------------------------------ messages in
+
+    def _receive(self) -> bool:
+        msgs = self.world.poll(COORDINATOR)
+        for _src, tag, frame in msgs:
+            if tag == Tag.WORK:
+                self._on_work(frame)
+            elif tag == Tag.CONTROL:
+                self._on_control(frame)
+            else:
+                self.counters["unexpected_tag"] += 1
+        return bool(msgs)
+
+    def _on_work(self, frame: bytes) -> None:
+        self.work_received += 1
+        try:
+            work = decode_work(frame)
+        except RemoteProtocolError as exc:
+            # Without a valid token there is nobody to answer to: refuse, log, count.
+            self.counters["work_refused"] += 1
+            log.warning("work.refused", reason=exc.reason.value, detail=exc.detail)
+            return
+        if work.cov_delta:
+            try:
+                self.coverage.apply_delta(work.cov_version, work.cov_delta)
+            except ValueError as exc:
+                self.counters["bad_cov_delta"] += 1
+                log.warning("coverage.bad_delta", error=str(exc))
+        self.queue.append(work)
+        self.max_held = max(self.max_held, len(self.queue) + (self.running is not None))
+
+    def _on_control(self, frame: bytes) -> None:
+        try:
+            ctl = decode_control(frame)
+        except RemoteProtocolError as exc:
+            self.counters["control_refused"] += 1
+            log.warning("control.refused", reason=exc.reason.value, detail=exc.detail)
+            return
+        if ctl.kind is ControlKind.CANCEL:
+            for token in ctl.tokens:
+                self._cancel(token)
+        elif ctl.kind is ControlKind.STOP:
+            self.stopping = True
+            for work in self.queue:
+                log.info("task.dropped_at_stop", token=work.token[:16])
+            self.queue.clear()
+            if self.running is not None:
+                self.running_executor.abort()
+                self.running = None
+        else:
+            self.counters["control_unexpected"] += 1
+
+    def _cancel(self, token: DispatchToken) -> None:
+        for work in list(self.queue):
+            if work.token == token:
+                self.queue.remove(work)
+                self.counters["cancelled_queued"] += 1
+                log.info("task.cancelled", token=token[:16], where="queued")
+                return
+        if self.running is not None and self.running.token == token:
+            self.running_executor.abort()
+            self.running = None
+            self.counters["cancelled_running"] += 1
+            log.info("task.cancelled", token=token[:16], where="running")
+
+    def _heartbeat(self) -> None:
+        held = tuple(w.token for w in self.queue) + ((self.running.token,) if self.running else ())
+        self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.HEARTBEAT, held, {
+            "work_received": self.work_received, "busy_s": round(self.busy_s, 6)})))
+
+    # ------------------------------------------------------------------ execution
+
+    def _start(self, work: Work) -> None:
+        self.running = work
+        self._t0 = time.monotonic()
+        try:
+            if sha256_hex(work.data) != work.sha256:
+                raise ValueError("input materialization failed: sha256 mismatch")
+            if work.executor not in self.executors:
+                self.executors[work.executor] = make_executor(work.executor)
+            self.running_executor = self.executors[work.executor]
+            self.running_executor.start(Task(work.token, work.work_id, work.data, work.target, work.bound,
+                                             dict(work.options)))
+        except Exception as exc:
+            self._answer(work, self._error_result(work, exc))
+            self.running = None
+
+    def _wait(self, timeout_s: float) -> Outcome | None:
+        try:
+            return self.running_executor.wait(timeout_s)
+        except Exception as exc:
+            work, self.running = self.running, None
+            self._answer(work, self._error_result(work, exc))
+            return None
+
+    def _finish(self, outcome: Outcome) -> None:
+        work, self.running = self.running, None
+        self.busy_s += time.monotonic() - self._t0
+        self._answer(work, self._result(work, outcome))
+
+    def _result(self, work: Work, outcome: Outcome) -> Result:
+        candidates = []
+        for c in outcome.candidates:
+            if c.kind is Status.OK:
+                bits = self.coverage.merge(c.trace)
+                if bits == 0:
+                    self.counters["filtered_no_new_bits"] += 1
+                    continue
+            else:
+                bits = 0
+            candidates.append(Candidate(c.data, sha256_hex(c.data), pack_trace(c.trace), c.kind, c.bound, bits,
+                                        c.detail))
+        self.coverage.merge(outcome.trace)
+        return Result(work.token, work.work_id, outcome.status, tuple(candidates),
+                      Cost(outcome.wall_s, outcome.cpu_s, outcome.solver_s, outcome.execs),
+                      self.coverage.version, pack_trace(outcome.trace), outcome.error,
+                      {k: int(v) for k, v in outcome.stats.items()})
+
+    @staticmethod
+    def _error_result(work: Work, exc: BaseException) -> Result:
+        text = "".join(traceback.format_exception(exc))[-8000:]
+        return Result(work.token, work.work_id, Status.ERROR, error=text)
+
+    def _answer(self, work: Work, result: Result) -> None:
+        """Every exit path ends here; the sender stamps the WORK's token on the result."""
+        if self.faults is not None:
+            self.faults.before_result(work.token, result)
+        frame = self.sender.send(work.token, result)
+        if self.faults is not None:
+            self.faults.after_result(frame)
