@@ -26,7 +26,7 @@ from coordinator.scheduler import Scheduler, WorkItem
 from coordinator.stats import PLOT_HEADER, Stats, plot_row, render_stats, write_atomic
 from coordinator.status_line import Snapshot, StatusLine
 from protocol.codec import Limits, RemoteProtocolError, decode_control, encode
-from protocol.coverage import CoverageMap, unpack_trace
+from protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
 from protocol.fence import Verdict, classify
 from protocol.ids import DispatchToken, Rank, TokenMinter, sha256_hex, work_id_for
 from protocol.messages import Control, ControlKind, Result, Status, Tag, Work
@@ -118,6 +118,7 @@ class Coordinator:
                 self._seed()
                 self.dispatching = True
                 self._t0 = self.clock()
+                self.stats.started_wall = time.time()
                 log.info("campaign.started", workers=len(self.alive), depth=self.depth,
                          executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
                 self._fill()
@@ -149,13 +150,8 @@ class Coordinator:
         return not self._stop.is_set()
 
     def _seed(self) -> None:
-        pending = self.journal.pending_work()
-        if pending:
-            for w in pending:
-                self.scheduler.requeue(WorkItem(w.work_id, w.data, sha256_hex(w.data), w.target, w.bound,
-                                                w.queue_id, w.new_bits, w.queue_id is None, w.attempts))
-            self.scheduler.known |= self.journal.known_work_ids()
-            log.info("campaign.resumed", pending=len(pending))
+        if self.journal.corpus_count():
+            self._resume()
             return
         entries = []
         for target in self.cfg["campaign.targets"]:
@@ -165,9 +161,46 @@ class Coordinator:
                 entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
                                         new_bits=0, found_s=0.0, work_id=wid, target=target))
         for e in self.journal.add_seeds(entries):
-            item = WorkItem(e.work_id, e.data, e.sha256, e.target, 0, e.queue_id, 0, seed=True)
-            self.scheduler.add(item)
+            self.scheduler.add(WorkItem(e.work_id, e.data, e.sha256, e.target, 0, e.queue_id, 0, seed=True))
         self.stats.corpus = self.journal.corpus_count()
+        self._flush()  # seeds are durable (and in queue/) before the first dispatch
+
+    def _resume(self) -> None:
+        """Continue from the journal: its coverage, its pending work, its files."""
+        blob = self.journal.coverage()
+        if blob:
+            self.coverage = CoverageMap.from_bytes(blob)
+        pending = self.journal.pending_work()
+        for w in pending:
+            self.scheduler.requeue(WorkItem(w.work_id, w.data, w.sha256, w.target, w.bound,
+                                            w.queue_id, w.new_bits, w.origin == "seed", w.attempts))
+        self.scheduler.known |= self.journal.known_work_ids()
+        self.stats.corpus = self.journal.corpus_count()
+        restored = self._restore_files()
+        log.info("campaign.resumed", pending=len(pending), corpus=self.stats.corpus,
+                 crashes=self.stats.crashes, hangs=self.stats.hangs, files_restored=restored,
+                 requeued_leases=self.journal.recovery.requeued if self.journal.recovery else 0)
+
+    def _restore_files(self) -> int:
+        """Write queue/crash/hang files for durable journal records that have none (a kill
+        between a flush and the file writes leaves such records)."""
+        restored = 0
+        have = {name.split(",", 1)[0] for name in self.out.existing("queue")}
+        for e in self.journal.iter_corpus():
+            if f"id:{e.queue_id:06d}" not in have:
+                self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+                restored += 1
+        for f in self.journal.iter_findings():
+            kind = f.kind.value
+            if kind == "crash":
+                self.stats.crashes += 1
+                self.crash_signatures.add(f"{f.target} {crash_signature(f.detail)}")
+            else:
+                self.stats.hangs += 1
+            if not any(n.startswith(f"id:{f.finding_id:06d},") for n in self.out.existing(kind)):
+                self.out.finding(kind, f.finding_id, f.data, detail=f.detail, target=f.target)
+                restored += 1
+        return restored
 
     async def _wait_change(self, timeout: float) -> None:
         self._changed.clear()
@@ -196,10 +229,10 @@ class Coordinator:
         missing = sorted(self.alive - set(self.stop_acks))
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
+        self.journal.end_run(clean=not missing and self.pump.error is None)
         self._flush()
         self._write_stats()
         self.status.close(self._snapshot())
-        self.journal.end_run(clean=not missing and self.pump.error is None)
         log.info("campaign.finished", reason=self.stop_reason, committed=self.stats.committed,
                  quarantined=self.stats.quarantine.total, crashes=self.stats.crashes,
                  conservation_holds=all(ok for _, ok in self.stats.conservation(len(self.inflight))))
@@ -376,8 +409,8 @@ class Coordinator:
             self.scheduler.add(WorkItem(e.work_id, e.data, e.sha256, e.target, e.bound, e.queue_id, e.new_bits))
         st.corpus += len(receipt.entries)
         for f in receipt.findings:
-            log.warning(f"finding.{f.kind}", finding_id=f.finding_id, target=item.target,
-                        signature=crash_signature(f.detail) if f.kind == "crash" else "timeout",
+            log.warning(f"finding.{f.kind.value}", finding_id=f.finding_id, target=item.target,
+                        signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
                         found_s=round(found_s, 2), worker=source)
 
     def _merge_trace(self, packed: bytes) -> int | None:
@@ -388,9 +421,7 @@ class Coordinator:
         except ValueError:
             self.stats.triage_rejected["bad_trace"] += 1
             return None
-        bits = self.coverage.merge(trace)
-        self.stats.edges = self.coverage.edges_found()
-        return bits
+        return self.coverage.merge(trace)
 
     def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, detail: str,
                  item: WorkItem, found_s: float) -> None:
@@ -403,7 +434,7 @@ class Coordinator:
             self.crash_signatures.add(sig)
             self.stats.first_found_s.setdefault(sig, found_s)
         findings.append(NewFinding(kind=kind.value, sha256=sha256_hex(data), data=data, detail=detail,
-                                   work_id=item.work_id, found_s=found_s, target=item.target))
+                                   found_s=found_s, target=item.target))
 
     def _on_control(self, source: Rank, frame: bytes) -> None:
         try:
@@ -458,12 +489,12 @@ class Coordinator:
         for e in durable.entries:
             self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
         for f in durable.findings:
-            path = self.out.finding(f.kind, f.finding_id, f.data, detail=f.detail, target=f.target)
-            if f.kind == "crash":
+            path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target)
+            if f.kind.value == "crash":
                 self.stats.crashes += 1
             else:
                 self.stats.hangs += 1
-            log.info("finding.saved", kind=f.kind, path=str(path))
+            log.info("finding.saved", kind=f.kind.value, path=str(path))
 
     def _counters(self) -> dict[str, int]:
         st = self.stats
@@ -474,12 +505,14 @@ class Coordinator:
         return out
 
     def _snapshot(self) -> Snapshot:
+        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
         elapsed = max(self.clock() - self._t0, 1e-9)
         return Snapshot(elapsed, self.stats.execs / elapsed, self.stats.committed / elapsed, self.stats.edges,
                         self.stats.corpus, len(self.scheduler), self.stats.crashes, self.stats.hangs,
                         len(self.inflight), self.stats.quarantine.total, len(self.alive))
 
     def _write_stats(self) -> None:
+        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
         now = time.time()
         rows = self.stats.items(now=now, in_flight=len(self.inflight), pending=len(self.scheduler),
                                 ranks=self.workers, extra={"dispatch_depth": self.depth, "workers_alive": len(self.alive)})

@@ -109,13 +109,18 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
 
     from coordinator import log as logsetup
     from coordinator.campaign import Coordinator
-    from coordinator.journal import Journal
+    from coordinator.journal import Journal, JournalError
     from coordinator.outputs import OutputDir
     from coordinator.status_line import StatusLine
 
     out = OutputDir(out_path)
     handle = logsetup.configure(out.logs / "coordinator.jsonl", verbose=args.verbose, rank=0)
-    journal = Journal.open(out.root / "journal.sqlite", resume=args.resume)
+    try:
+        journal = Journal.open(out.root / "journal.sqlite", resume=args.resume,
+                               batch_ops=cfg["journal.batch_ops"], batch_ms=cfg["journal.batch_ms"])
+    except JournalError as exc:
+        _stop_workers(comm)
+        return fail(str(exc))
     status = StatusLine(enabled=not args.no_status)
     coordinator = Coordinator(cfg, comm, out, journal, status=status)
     journal.begin_run(coordinator.minter.epoch.hex())

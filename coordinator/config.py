@@ -114,6 +114,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "max_candidate_bytes": (1 << 20, _int(16)),
         "max_candidates": (4096, _int(1)),
     },
+    "journal": {
+        "batch_ops": (256, _int(1)),  # group commit: flush after this many records ...
+        "batch_ms": (50.0, _float(0)),  # ... or when the oldest unflushed one is this old
+    },
     "stats": {
         "interval_s": (1.0, _float(0.05)),
         "window_tokens": (65536, _int(16)),

@@ -42,7 +42,7 @@ class Pump(threading.Thread):
         self.loop = loop
         self.deliver = deliver
         self.batch = batch
-        self.backoff = Backoff(cap_s=poll_cap_s)
+        self.backoff = Backoff(cap_s=poll_cap_s, spins=64)
         self._outbox: collections.deque[tuple[int, int, bytes]] = collections.deque()
         self._wake = threading.Event()
         self._stopping = False

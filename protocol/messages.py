@@ -31,6 +31,7 @@ class Status(str, enum.Enum):
 
 class ControlKind(str, enum.Enum):
     HELLO = "hello"  # worker -> coordinator, once at start
+    SETUP = "setup"  # coordinator -> worker, its settings (faults, heartbeat, log dir)
     HEARTBEAT = "heartbeat"  # worker -> coordinator, lists held tokens
     CANCEL = "cancel"  # coordinator -> worker, tokens to drop or abort
     STOP = "stop"  # coordinator -> worker

@@ -108,18 +108,19 @@ class Worker:
             if self.running is None and self.queue and not self.stopping:
                 self._start(self.queue.popleft())
                 progressed = True
+            if self.running is not None:
+                # Sleep in the executor, not in a spin: whatever arrives meanwhile only queues.
+                outcome = self._wait(self.backoff.cap_s)
+                if outcome is not None:
+                    self._receive()  # what arrived meanwhile (a CANCEL of this task wins)
+                    if self.running is not None:
+                        self._finish(outcome)
+                    progressed = True
             if progressed:
                 self.backoff.reset()
-            delay = 0.0 if progressed else self.backoff.next_delay()
-            if self.running is not None:
-                outcome = self._wait(delay)
-                if outcome is not None:
-                    self._finish(outcome)
-                    self.backoff.reset()
-            elif delay:
-                time.sleep(delay)
-            else:
-                os.sched_yield()
+            elif self.running is None:
+                delay = self.backoff.next_delay()
+                time.sleep(delay) if delay else os.sched_yield()
             now = time.monotonic()
             if now >= next_heartbeat:
                 next_heartbeat = now + self.heartbeat_s

@@ -1,0 +1,996 @@
+"""The coordinator's durable state in SQLite, group-committed from an in-memory mirror.
+
+It holds work leases, the corpus, findings, the coverage snapshot, counters and runs.
+
+Every mutation applies at once to an in-memory mirror, so compare-and-set decisions and id
+assignment never wait on disk. `flush()` writes everything buffered since the last flush in ONE
+SQLite transaction (WAL, synchronous=NORMAL) and returns the corpus entries and findings that
+just became durable: only those may be announced (`queue/`, `crashes/`, `hangs/` files).
+After a SIGKILL everything unflushed is lost and simply redone; everything flushed is exact, and
+queue and finding ids continue from the durable maximum + 1 (unflushed ids were never shown).
+
+Work item lifecycle (DESIGN.md section 6)::
+
+    pending --lease(token)--> leased(token) --commit(token)--> done(status)
+       ^                         |  \\--fail(token)--> failed
+       +------requeue(token)-----+
+       +------open(resume=True)--+   recovery: the leases of a dead coordinator are void
+"""
+
+from __future__ import annotations
+
+import enum
+import fcntl
+import hashlib
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
+
+from protocol.ids import DispatchToken, WorkId
+from protocol.messages import Status
+
+JOURNAL_NAME = "journal.sqlite"
+SCHEMA_VERSION = 1
+RECOVERY_REASON = "requeued: coordinator restarted"
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+# Hashes and work ids are random, so a SQLite index on them would scatter every insert across
+# the whole B-tree (measured: ~5x slower group commits). Their uniqueness is kept by the mirror
+# (one locked writer) and verified when a journal is loaded; rows are keyed by queue id instead.
+# An input is identified by (target, sha256): the same bytes may be an input for two targets.
+SCHEMA = """
+CREATE TABLE meta (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+);
+CREATE TABLE corpus (
+    queue_id  INTEGER PRIMARY KEY,            -- 0, 1, 2, ... in commit order, no gaps
+    target    TEXT NOT NULL,                  -- the target it is an input for
+    sha256    TEXT NOT NULL,                  -- (target, sha256) is unique (checked on load)
+    data      BLOB NOT NULL,
+    bound     INTEGER NOT NULL,
+    parent    INTEGER,                        -- queue_id of the input it came from; NULL for seeds
+    origin    TEXT NOT NULL,                  -- "seed" or the executor's name
+    new_bits  INTEGER NOT NULL CHECK (new_bits IN (0, 1, 2)),
+    found_s   REAL NOT NULL                   -- campaign seconds
+);
+CREATE TABLE work (                           -- exactly one work item per corpus entry
+    queue_id  INTEGER PRIMARY KEY REFERENCES corpus (queue_id),
+    work_id   TEXT NOT NULL,                  -- unique (checked on load)
+    state     TEXT NOT NULL CHECK (state IN ('pending', 'leased', 'done', 'failed')),
+    token     TEXT CHECK ((state = 'leased') = (token IS NOT NULL)),
+    attempts  INTEGER NOT NULL,               -- leases taken so far
+    reason    TEXT NOT NULL,                  -- why it failed / was last requeued
+    status    TEXT CHECK ((state = 'done') = (status IS NOT NULL))
+);
+CREATE TABLE findings (
+    kind        TEXT NOT NULL CHECK (kind IN ('crash', 'hang')),
+    finding_id  INTEGER NOT NULL,             -- 0, 1, 2, ... per kind
+    target      TEXT NOT NULL,
+    sha256      TEXT NOT NULL,
+    data        BLOB NOT NULL,
+    detail      TEXT NOT NULL,
+    work_id     TEXT NOT NULL,                -- the task that found it
+    found_s     REAL NOT NULL,
+    PRIMARY KEY (kind, finding_id),
+    UNIQUE (kind, target, sha256)
+);
+CREATE TABLE coverage (
+    id   INTEGER PRIMARY KEY CHECK (id = 0),  -- latest snapshot only
+    map  BLOB NOT NULL
+);
+CREATE TABLE counters (
+    name   TEXT PRIMARY KEY,                  -- latest values only
+    value  INTEGER NOT NULL
+);
+CREATE TABLE runs (
+    run      INTEGER PRIMARY KEY,             -- 1, 2, ...
+    epoch    TEXT NOT NULL,
+    started  REAL NOT NULL,                   -- unix time
+    ended    REAL,                            -- NULL while running or after a crash
+    clean    INTEGER NOT NULL
+);
+"""
+
+_UPSERT_WORK = """
+INSERT INTO work (queue_id, work_id, state, token, attempts, reason, status)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (queue_id) DO UPDATE SET
+    state = excluded.state, token = excluded.token, attempts = excluded.attempts,
+    reason = excluded.reason, status = excluded.status
+"""
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+class JournalError(Exception):
+    """A journal problem, phrased as one line."""
+
+
+class JournalExistsError(JournalError):
+    """The output directory already holds a journal and resume was not asked for."""
+
+
+class JournalNotFoundError(JournalError):
+    """A read-only open of a journal that does not exist."""
+
+
+class JournalLockedError(JournalError):
+    """Another process has the journal open for writing."""
+
+
+class JournalReadOnlyError(JournalError):
+    """A mutation on a journal opened read-only (or closed)."""
+
+
+class LeaseError(JournalError):
+    """lease() of a work item that is unknown or not pending: a coordinator bug."""
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+class WorkState(str, enum.Enum):
+    PENDING = "pending"
+    LEASED = "leased"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class FindingKind(str, enum.Enum):
+    CRASH = "crash"
+    HANG = "hang"
+
+
+def _check_sha256(data: bytes, sha256: str) -> None:
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"sha256 {sha256[:16]!r}... does not match the data")
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An input to add to the corpus; it also becomes a pending work item named `work_id`."""
+
+    data: bytes
+    sha256: str
+    work_id: WorkId
+    target: str = ""
+    bound: int = 0
+    parent: int | None = None  # queue id of the input it came from
+    origin: str = "seed"  # "seed" or the executor's name
+    new_bits: int = 0
+    found_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_sha256(self.data, self.sha256)
+        if not _HEX64.fullmatch(self.work_id):
+            raise ValueError(f"work_id must be 64 lowercase hex characters, got {self.work_id!r}")
+        if self.new_bits not in (0, 1, 2):
+            raise ValueError(f"new_bits must be 0, 1 or 2, got {self.new_bits!r}")
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """A corpus entry with the queue id the journal assigned it."""
+
+    queue_id: int
+    sha256: str
+    data: bytes
+    target: str
+    bound: int
+    parent: int | None
+    origin: str
+    new_bits: int
+    found_s: float
+    work_id: WorkId
+
+
+@dataclass(frozen=True)
+class NewFinding:
+    """A crash or hang to record; its work_id is the one of the task being committed."""
+
+    kind: FindingKind
+    data: bytes
+    sha256: str
+    target: str = ""
+    detail: str = ""  # traceback or timeout description
+    found_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", FindingKind(self.kind))
+        _check_sha256(self.data, self.sha256)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A crash or hang with the id the journal assigned it (ids count per kind)."""
+
+    kind: FindingKind
+    finding_id: int
+    sha256: str
+    data: bytes
+    target: str
+    detail: str
+    work_id: WorkId
+    found_s: float
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """The lease state of one work item."""
+
+    work_id: WorkId
+    queue_id: int
+    state: WorkState
+    token: DispatchToken | None
+    attempts: int
+    reason: str
+    status: Status | None
+
+
+@dataclass(frozen=True)
+class WorkView:
+    """A pending work item with what the scheduler needs to dispatch it again."""
+
+    work_id: WorkId
+    queue_id: int
+    sha256: str
+    data: bytes
+    target: str
+    bound: int
+    new_bits: int
+    origin: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class CommitReceipt:
+    """What one successful commit added (not yet durable: see `FlushReceipt`)."""
+
+    work_id: WorkId
+    status: Status
+    entries: tuple[CorpusEntry, ...]
+    findings: tuple[Finding, ...]
+    skipped_entries: int  # input or work_id already known
+    skipped_findings: int  # input already known for that kind
+
+
+@dataclass(frozen=True)
+class FlushReceipt:
+    """What one flush made durable: only these entries and findings may be written as files."""
+
+    entries: tuple[CorpusEntry, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    ops: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One coordinator run on this output directory."""
+
+    run: int
+    epoch: str
+    started: float  # unix time
+    ended: float | None  # None while running, or after a crash
+    clean: bool
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What opening the journal found and repaired (all zero for a new journal)."""
+
+    requeued: int  # leased items of the previous run, now pending again
+    pending: int
+    done: int
+    failed: int
+    corpus: int
+    next_queue_id: int
+    previous_run: RunRecord | None
+
+    @property
+    def previous_clean(self) -> bool | None:
+        """Whether the previous run ended cleanly; None when there was no previous run."""
+        return None if self.previous_run is None else self.previous_run.clean
+
+
+@dataclass(frozen=True)
+class JournalSnapshot:
+    """Counts of everything in the journal (the mirror's view, including unflushed changes)."""
+
+    pending: int
+    leased: int
+    done: int
+    failed: int
+    corpus: int
+    crashes: int
+    hangs: int
+    runs: int
+    last_run: RunRecord | None
+    unflushed_ops: int
+
+
+@dataclass(slots=True)
+class _Row:
+    """The mirror's mutable record of one work item."""
+
+    queue_id: int
+    state: WorkState
+    token: str | None
+    attempts: int
+    reason: str
+    status: Status | None
+
+
+# --- the journal --------------------------------------------------------------------------
+
+
+class Journal:
+    """The coordinator's durable state. Single-threaded: only the event loop thread touches it.
+
+    `batch_ops` counts buffered records: work-state changes, new entries and findings, snapshots.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        *,
+        readonly: bool,
+        lock: BinaryIO | None,
+        batch_ops: int,
+        batch_ms: float,
+        clock: Callable[[], float],
+    ) -> None:
+        if batch_ops < 1 or batch_ms < 0:
+            raise ValueError("batch_ops must be >= 1 and batch_ms >= 0")
+        self.path = path
+        self.recovery: RecoveryReport | None = None
+        self._conn: sqlite3.Connection | None = conn
+        self._readonly = readonly
+        self._lock = lock
+        self._batch_ops = batch_ops
+        self._batch_s = batch_ms / 1000.0
+        self._clock = clock
+        # The mirror: the current truth, durable or not.
+        self._work: dict[str, _Row] = {}
+        self._counts: dict[WorkState, int] = {state: 0 for state in WorkState}
+        self._inputs: set[tuple[str, str]] = set()  # (target, sha256) of every corpus entry
+        self._next_queue_id = 0
+        self._finding_inputs: dict[FindingKind, set[tuple[str, str]]] = {
+            kind: set() for kind in FindingKind
+        }
+        self._next_finding_id: dict[FindingKind, int] = {kind: 0 for kind in FindingKind}
+        self._runs: list[RunRecord] = []
+        self._current_run: int | None = None
+        self._coverage: bytes | None = None
+        self._counters: dict[str, int] = {}
+        # What the next flush writes.
+        self._dirty_work: set[str] = set()
+        self._new_entries: list[CorpusEntry] = []
+        self._new_findings: list[Finding] = []
+        self._coverage_dirty = False
+        self._counters_dirty = False
+        self._run_end_dirty = False
+        self._ops = 0
+        self._batch_started = 0.0
+        self._load()
+
+    # --- opening and closing ---------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        resume: bool,
+        batch_ops: int = 256,
+        batch_ms: float = 50.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> Journal:
+        """Create a journal at `path`, or resume an existing one (requeueing its leased work).
+
+        A flush is due once `batch_ops` records are buffered or the oldest is `batch_ms` old.
+        The report of what recovery found is `journal.recovery`.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = _take_lock(path)
+        try:
+            if path.exists() and not resume:
+                raise JournalExistsError(
+                    f"{path} already holds a campaign journal: pass --resume to continue it "
+                    "or choose another output directory"
+                )
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
+                    raise JournalError(f"{path}: SQLite refused WAL mode")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                version = _schema_version(conn)
+                if version is None:  # a new file (or one whose creation never committed)
+                    conn.executescript(
+                        f"BEGIN; {SCHEMA} INSERT INTO meta VALUES "
+                        f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
+                    )
+                elif version != SCHEMA_VERSION:
+                    raise JournalError(
+                        f"{path} has journal schema {version}, this symfence needs {SCHEMA_VERSION}"
+                    )
+                journal = cls(
+                    conn, path, readonly=False, lock=lock,
+                    batch_ops=batch_ops, batch_ms=batch_ms, clock=clock,
+                )
+                journal.recovery = journal._recover()
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            lock.close()
+            raise JournalError(f"{path} is not a usable symfence journal: {exc}") from exc
+        except BaseException:
+            lock.close()
+            raise
+        return journal
+
+    @classmethod
+    def read_only(cls, path: Path | str) -> Journal:
+        """Open for inspection (`symfence status`): no recovery, no lock, every mutation refused.
+
+        Safe while a coordinator is writing. Every read sees one snapshot (the last flush before
+        this call) until close(); SQLite may create the -wal/-shm side files, never the database.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise JournalNotFoundError(f"no journal at {path}")
+        uri = path.resolve().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+            try:
+                version = _schema_version(conn)
+                if version != SCHEMA_VERSION:
+                    raise JournalError(
+                        f"{path} is not a symfence journal "
+                        f"(schema {version}, expected {SCHEMA_VERSION})"
+                    )
+                return cls(
+                    conn, path, readonly=True, lock=None,
+                    batch_ops=1, batch_ms=0.0, clock=time.monotonic,
+                )
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{path} is not a readable symfence journal: {exc}") from exc
+
+    def close(self) -> FlushReceipt:
+        """Flush, close and release the lock. Returns the final flush: write its files too."""
+        if self._conn is None:
+            return FlushReceipt()
+        try:
+            return FlushReceipt() if self._readonly else self.flush()
+        finally:
+            self._conn.close()
+            self._conn = None
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    # --- runs ------------------------------------------------------------------------------
+
+    def begin_run(self, epoch_hex: str) -> RunRecord:
+        """Record the start of this coordinator run (durable at once, not batched)."""
+        conn = self._writable()
+        if self._current_run is not None:
+            raise JournalError("begin_run called twice in one process")
+        number = self._runs[-1].run + 1 if self._runs else 1
+        record = RunRecord(number, epoch_hex, time.time(), None, False)
+        with _transaction(conn, self.path):
+            conn.execute(
+                "INSERT INTO runs (run, epoch, started, ended, clean) VALUES (?, ?, ?, NULL, 0)",
+                (record.run, record.epoch, record.started),
+            )
+        self._runs.append(record)
+        self._current_run = number
+        return record
+
+    def end_run(self, clean: bool) -> None:
+        """Mark this run ended, durable with the next flush: a clean end implies a durable state."""
+        self._writable()
+        if self._current_run is None:
+            raise JournalError("end_run without begin_run")
+        self._runs[-1] = replace(self._runs[-1], ended=time.time(), clean=clean)
+        self._run_end_dirty = True
+        self._note()
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def snapshot(self) -> JournalSnapshot:
+        return JournalSnapshot(
+            pending=self._counts[WorkState.PENDING],
+            leased=self._counts[WorkState.LEASED],
+            done=self._counts[WorkState.DONE],
+            failed=self._counts[WorkState.FAILED],
+            corpus=self._next_queue_id,
+            crashes=self._next_finding_id[FindingKind.CRASH],
+            hangs=self._next_finding_id[FindingKind.HANG],
+            runs=len(self._runs),
+            last_run=self._runs[-1] if self._runs else None,
+            unflushed_ops=self._ops,
+        )
+
+    @property
+    def next_queue_id(self) -> int:
+        return self._next_queue_id
+
+    def corpus_count(self) -> int:
+        return self._next_queue_id
+
+    def finding_count(self, kind: FindingKind | str) -> int:
+        return self._next_finding_id[FindingKind(kind)]
+
+    def runs(self) -> tuple[RunRecord, ...]:
+        return tuple(self._runs)
+
+    def work_item(self, work_id: str) -> WorkItem | None:
+        row = self._work.get(work_id)
+        if row is None:
+            return None
+        token = DispatchToken(row.token) if row.token is not None else None
+        return WorkItem(
+            WorkId(work_id), row.queue_id, row.state, token, row.attempts, row.reason, row.status
+        )
+
+    def has_work(self, work_id: str) -> bool:
+        return work_id in self._work
+
+    def has_input(self, target: str, sha256: str) -> bool:
+        """Whether the corpus already holds this input for this target."""
+        return (target, sha256) in self._inputs
+
+    def known_work_ids(self) -> frozenset[str]:
+        return frozenset(self._work)
+
+    def known_inputs(self) -> frozenset[tuple[str, str]]:
+        """(target, sha256) of every corpus entry."""
+        return frozenset(self._inputs)
+
+    def pending_work(self) -> list[WorkView]:
+        """Every pending item with its input, in queue order: what the scheduler loads on resume."""
+        pending = {
+            row.queue_id: (work_id, row.attempts)
+            for work_id, row in self._work.items()
+            if row.state is WorkState.PENDING
+        }
+        inputs = {entry.queue_id: entry for entry in self._new_entries}
+        # Besides the unflushed ones, mirror-pending items are durable as pending or leased.
+        for entry in self._select_corpus("WHERE w.state IN ('pending', 'leased')"):
+            if entry.queue_id in pending:
+                inputs[entry.queue_id] = entry
+        views = []
+        for queue_id in sorted(pending):
+            work_id, attempts = pending[queue_id]
+            e = inputs[queue_id]
+            views.append(
+                WorkView(
+                    WorkId(work_id), queue_id, e.sha256, e.data, e.target, e.bound, e.new_bits,
+                    e.origin, attempts,
+                )
+            )
+        return views
+
+    def iter_corpus(self, start: int = 0) -> Iterator[CorpusEntry]:
+        """Durable corpus entries from queue id `start` on (to rewrite missing queue/ files)."""
+        return self._select_corpus("WHERE c.queue_id >= ?", (start,))
+
+    def iter_findings(self) -> Iterator[Finding]:
+        """Durable findings, crashes then hangs, in id order."""
+        rows = self._db().execute(
+            "SELECT kind, finding_id, sha256, data, target, detail, work_id, found_s "
+            "FROM findings ORDER BY kind, finding_id"
+        )
+        for kind, finding_id, sha256, data, target, detail, work_id, found_s in rows:
+            yield Finding(
+                FindingKind(kind), finding_id, sha256, data, target, detail, WorkId(work_id),
+                found_s,
+            )
+
+    def coverage(self) -> bytes | None:
+        return self._coverage
+
+    def counters(self) -> dict[str, int]:
+        return dict(self._counters)
+
+    # --- leases and commits ------------------------------------------------------------------
+
+    def add_seeds(self, seeds: Iterable[NewEntry]) -> list[CorpusEntry]:
+        """Add inputs as corpus entries with pending work; already-known ones are skipped."""
+        self._writable()
+        added, _ = self._add_entries(list(seeds))
+        return added
+
+    def lease(self, work_id: str, token: str) -> int:
+        """pending -> leased(token). Returns the attempt number (1 for the first lease)."""
+        self._writable()
+        row = self._work.get(work_id)
+        if row is None:
+            raise LeaseError(f"cannot lease unknown work {work_id[:16]}")
+        if row.state is not WorkState.PENDING:
+            raise LeaseError(f"cannot lease work {work_id[:16]}: it is {row.state.value}")
+        self._move(row, WorkState.LEASED)
+        row.token = token
+        row.attempts += 1
+        self._touch(work_id)
+        return row.attempts
+
+    def requeue(self, work_id: str, token: str, reason: str) -> bool:
+        """leased(token) -> pending, only if `token` holds the lease (compare-and-set)."""
+        return self._release(work_id, token, WorkState.PENDING, reason)
+
+    def fail(self, work_id: str, token: str, reason: str) -> bool:
+        """leased(token) -> failed, only if `token` holds the lease (compare-and-set)."""
+        return self._release(work_id, token, WorkState.FAILED, reason)
+
+    def commit(
+        self,
+        work_id: str,
+        token: str,
+        *,
+        status: Status | str,
+        new_entries: Iterable[NewEntry] = (),
+        findings: Iterable[NewFinding] = (),
+    ) -> CommitReceipt | None:
+        """The journal-level fence: record a result only if `token` holds the work's lease.
+
+        Returns None and changes nothing otherwise. On success the work is done(status), new
+        entries get the next queue ids and pending work items, findings get ids; entries and
+        findings already known (same target and sha256, or same work_id) are skipped and counted.
+        """
+        self._writable()
+        row = self._work.get(work_id)
+        if row is None or row.state is not WorkState.LEASED or row.token != token:
+            return None
+        status = Status(status)
+        entries = list(new_entries)
+        new_findings = list(findings)
+        for entry in entries:
+            if entry.parent is not None and not 0 <= entry.parent < self._next_queue_id:
+                raise ValueError(f"parent {entry.parent} is not a queue id")
+        added, skipped = self._add_entries(entries)
+        recorded = self._add_findings(WorkId(work_id), new_findings)
+        self._move(row, WorkState.DONE)
+        row.token = None
+        row.status = status
+        self._touch(work_id)
+        return CommitReceipt(
+            WorkId(work_id), status, tuple(added), tuple(recorded),
+            skipped, len(new_findings) - len(recorded),
+        )
+
+    def save_coverage(self, blob: bytes) -> None:
+        """Replace the coverage snapshot; durable with the next flush."""
+        self._writable()
+        self._coverage = bytes(blob)
+        self._coverage_dirty = True
+        self._note()
+
+    def save_counters(self, counters: Mapping[str, int]) -> None:
+        """Replace the saved counters; durable with the next flush."""
+        self._writable()
+        for name, value in counters.items():
+            if not isinstance(name, str) or not isinstance(value, int):
+                raise ValueError(f"counters map str to int, got {name!r}: {value!r}")
+        self._counters = dict(counters)
+        self._counters_dirty = True
+        self._note()
+
+    # --- group commit ------------------------------------------------------------------------
+
+    @property
+    def unflushed_ops(self) -> int:
+        return self._ops
+
+    def needs_flush(self) -> bool:
+        """True once the batch is big enough (batch_ops) or its oldest op old enough (batch_ms)."""
+        delay = self.flush_delay_s()
+        return delay is not None and delay <= 0.0
+
+    def flush_delay_s(self) -> float | None:
+        """Seconds until a flush is due (0.0 = now); None when nothing is buffered."""
+        if self._ops == 0:
+            return None
+        if self._ops >= self._batch_ops:
+            return 0.0
+        return max(0.0, self._batch_started + self._batch_s - self._clock())
+
+    def flush(self) -> FlushReceipt:
+        """Write everything buffered in ONE transaction; return what just became durable.
+
+        On a write error the buffer is kept: the error propagates and a later flush retries.
+        """
+        conn = self._writable()
+        if self._ops == 0:
+            return FlushReceipt()
+        started = time.perf_counter()
+        work_rows = []
+        for work_id in self._dirty_work:
+            row = self._work[work_id]
+            status = row.status.value if row.status is not None else None
+            work_rows.append(
+                (row.queue_id, work_id, row.state.value, row.token, row.attempts, row.reason,
+                 status)
+            )
+        with _transaction(conn, self.path):
+            conn.executemany(
+                "INSERT INTO corpus (queue_id, target, sha256, data, bound, parent, origin, "
+                "new_bits, found_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (e.queue_id, e.target, e.sha256, e.data, e.bound, e.parent, e.origin,
+                     e.new_bits, e.found_s)
+                    for e in self._new_entries
+                ],
+            )
+            conn.executemany(_UPSERT_WORK, work_rows)
+            conn.executemany(
+                "INSERT INTO findings (kind, finding_id, target, sha256, data, detail, work_id, "
+                "found_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (f.kind.value, f.finding_id, f.target, f.sha256, f.data, f.detail, f.work_id,
+                     f.found_s)
+                    for f in self._new_findings
+                ],
+            )
+            if self._coverage_dirty and self._coverage is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO coverage (id, map) VALUES (0, ?)", (self._coverage,)
+                )
+            if self._counters_dirty:
+                conn.execute("DELETE FROM counters")
+                conn.executemany(
+                    "INSERT INTO counters (name, value) VALUES (?, ?)", self._counters.items()
+                )
+            if self._run_end_dirty:
+                run = self._runs[-1]
+                conn.execute(
+                    "UPDATE runs SET ended = ?, clean = ? WHERE run = ?",
+                    (run.ended, run.clean, run.run),
+                )
+        receipt = FlushReceipt(
+            tuple(self._new_entries), tuple(self._new_findings), self._ops,
+            time.perf_counter() - started,
+        )
+        self._dirty_work = set()
+        self._new_entries = []
+        self._new_findings = []
+        self._coverage_dirty = self._counters_dirty = self._run_end_dirty = False
+        self._ops = 0
+        return receipt
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise JournalReadOnlyError(f"{self.path}: journal is closed")
+        return self._conn
+
+    def _writable(self) -> sqlite3.Connection:
+        conn = self._db()
+        if self._readonly:
+            raise JournalReadOnlyError(f"{self.path} was opened read-only")
+        return conn
+
+    def _note(self, ops: int = 1) -> None:
+        if self._ops == 0:
+            self._batch_started = self._clock()
+        self._ops += ops
+
+    def _touch(self, work_id: str) -> None:
+        self._dirty_work.add(work_id)
+        self._note()
+
+    def _move(self, row: _Row, state: WorkState) -> None:
+        self._counts[row.state] -= 1
+        self._counts[state] += 1
+        row.state = state
+
+    def _release(self, work_id: str, token: str, state: WorkState, reason: str) -> bool:
+        self._writable()
+        row = self._work.get(work_id)
+        if row is None or row.state is not WorkState.LEASED or row.token != token:
+            return False
+        self._move(row, state)
+        row.token = None
+        row.reason = reason
+        self._touch(work_id)
+        return True
+
+    def _add_entries(self, entries: list[NewEntry]) -> tuple[list[CorpusEntry], int]:
+        added: list[CorpusEntry] = []
+        for e in entries:
+            key = (e.target, e.sha256)
+            if key in self._inputs or e.work_id in self._work:
+                continue
+            queue_id = self._next_queue_id
+            added.append(
+                CorpusEntry(
+                    queue_id, e.sha256, e.data, e.target, e.bound, e.parent, e.origin,
+                    e.new_bits, e.found_s, e.work_id,
+                )
+            )
+            self._next_queue_id += 1
+            self._inputs.add(key)
+            self._work[e.work_id] = _Row(queue_id, WorkState.PENDING, None, 0, "", None)
+            self._counts[WorkState.PENDING] += 1
+            self._touch(e.work_id)
+        self._new_entries.extend(added)
+        return added, len(entries) - len(added)
+
+    def _add_findings(self, work_id: WorkId, findings: list[NewFinding]) -> list[Finding]:
+        recorded: list[Finding] = []
+        for f in findings:
+            key = (f.target, f.sha256)
+            if key in self._finding_inputs[f.kind]:
+                continue
+            recorded.append(
+                Finding(
+                    f.kind, self._next_finding_id[f.kind], f.sha256, f.data, f.target, f.detail,
+                    work_id, f.found_s,
+                )
+            )
+            self._finding_inputs[f.kind].add(key)
+            self._next_finding_id[f.kind] += 1
+        self._new_findings.extend(recorded)
+        if recorded:
+            self._note(len(recorded))
+        return recorded
+
+    def _select_corpus(self, where: str, params: tuple = ()) -> Iterator[CorpusEntry]:
+        rows = self._db().execute(
+            "SELECT c.queue_id, c.sha256, c.data, c.target, c.bound, c.parent, c.origin, "
+            "c.new_bits, c.found_s, w.work_id FROM corpus AS c "
+            f"JOIN work AS w ON w.queue_id = c.queue_id {where} ORDER BY c.queue_id",
+            params,
+        )
+        for *fields, work_id in rows:
+            yield CorpusEntry(*fields, WorkId(work_id))
+
+    def _load(self) -> None:
+        """Fill the mirror from one consistent read of the database.
+
+        Read-only journals keep that read transaction open, so later reads see the same snapshot.
+        """
+        conn = self._db()
+        conn.execute("BEGIN")
+        try:
+            corpus_rows, self._next_queue_id = conn.execute(
+                "SELECT COUNT(*), COALESCE(MAX(queue_id) + 1, 0) FROM corpus"
+            ).fetchone()
+            (work_rows,) = conn.execute("SELECT COUNT(*) FROM work").fetchone()
+            for work_id, queue_id, state, token, attempts, reason, status, target, sha256 in (
+                conn.execute(
+                    "SELECT w.work_id, w.queue_id, w.state, w.token, w.attempts, w.reason, "
+                    "w.status, c.target, c.sha256 FROM work AS w "
+                    "JOIN corpus AS c ON c.queue_id = w.queue_id"
+                )
+            ):
+                row = _Row(
+                    queue_id, WorkState(state), token, attempts, reason,
+                    Status(status) if status is not None else None,
+                )
+                self._work[work_id] = row
+                self._counts[row.state] += 1
+                self._inputs.add((target, sha256))
+            # Equal counts: ids 0..n-1 without gaps, one work item per entry, no duplicates.
+            if not (
+                len(self._work) == len(self._inputs) == corpus_rows == work_rows
+                == self._next_queue_id
+            ):
+                raise JournalError(
+                    f"{self.path} is corrupt: {corpus_rows} corpus entries with "
+                    f"{len(self._inputs)} distinct inputs, {work_rows} work items with "
+                    f"{len(self._work)} distinct ids, next queue id {self._next_queue_id}"
+                )
+            for kind, target, sha256 in conn.execute("SELECT kind, target, sha256 FROM findings"):
+                self._finding_inputs[FindingKind(kind)].add((target, sha256))
+            for kind, next_id in conn.execute(
+                "SELECT kind, MAX(finding_id) + 1 FROM findings GROUP BY kind"
+            ):
+                self._next_finding_id[FindingKind(kind)] = next_id
+            self._runs = [
+                RunRecord(run, epoch, started, ended, bool(clean))
+                for run, epoch, started, ended, clean in conn.execute(
+                    "SELECT run, epoch, started, ended, clean FROM runs ORDER BY run"
+                )
+            ]
+            coverage = conn.execute("SELECT map FROM coverage WHERE id = 0").fetchone()
+            self._coverage = coverage[0] if coverage is not None else None
+            self._counters = dict(conn.execute("SELECT name, value FROM counters"))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if not self._readonly:
+            conn.execute("COMMIT")
+
+    def _recover(self) -> RecoveryReport:
+        """Void the previous run's leases (their tokens died with it) and make that durable."""
+        previous = self._runs[-1] if self._runs else None
+        requeued = 0
+        for work_id, row in self._work.items():
+            if row.state is WorkState.LEASED:
+                self._move(row, WorkState.PENDING)
+                row.token = None
+                row.reason = RECOVERY_REASON
+                self._touch(work_id)
+                requeued += 1
+        self.flush()
+        return RecoveryReport(
+            requeued=requeued,
+            pending=self._counts[WorkState.PENDING],
+            done=self._counts[WorkState.DONE],
+            failed=self._counts[WorkState.FAILED],
+            corpus=self._next_queue_id,
+            next_queue_id=self._next_queue_id,
+            previous_run=previous,
+        )
+
+
+class _transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error; SQLite errors become JournalError."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._path = path
+
+    def __enter__(self) -> None:
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot write {self._path}: {exc}") from exc
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc_type is None:
+            try:
+                self._conn.execute("COMMIT")
+                return
+            except sqlite3.Error as commit_exc:
+                exc = commit_exc
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise JournalError(f"cannot write {self._path}: {exc}") from exc
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    """The journal schema version, or None for a file with no schema yet."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if has_meta is None:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row is not None else None
+
+
+def _take_lock(path: Path) -> BinaryIO:
+    """An exclusive lock on `path`.lock for as long as the journal is open for writing.
+
+    The kernel drops it when the process dies, so a SIGKILLed coordinator never blocks a resume.
+    """
+    lock = open(path.with_name(path.name + ".lock"), "ab")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise JournalLockedError(f"{path} is in use by another symfence coordinator") from None
+    return lock

@@ -1,0 +1,86 @@
+"""`symfence status OUTDIR`: summarise a campaign from its journal (read-only) and fuzzer_stats."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from coordinator.journal import (
+    JOURNAL_NAME,
+    Journal,
+    JournalError,
+    JournalNotFoundError,
+    RunRecord,
+)
+from coordinator.stats import read_stats
+
+STATS_NAME = "fuzzer_stats"
+QUARANTINE_PREFIX = "quarantined_"
+
+
+class StatusError(Exception):
+    """Why a status report cannot be made, as one line."""
+
+
+def render_status(outdir: Path) -> str:
+    """The report as aligned `key : value` lines. Never writes to OUTDIR's journal."""
+    outdir = Path(outdir)
+    try:
+        journal = Journal.read_only(outdir / JOURNAL_NAME)
+    except JournalNotFoundError:
+        raise StatusError(
+            f"{outdir} holds no campaign journal ({JOURNAL_NAME}): "
+            "is it a symfence output directory?"
+        ) from None
+    except JournalError as exc:
+        raise StatusError(str(exc)) from None
+    try:
+        snap = journal.snapshot()
+    finally:
+        journal.close()
+
+    total = snap.pending + snap.leased + snap.done + snap.failed
+    rows: list[tuple[str, str]] = [
+        ("output", str(outdir)),
+        ("work", f"{snap.pending} pending, {snap.leased} leased, {snap.done} done, "
+                 f"{snap.failed} failed ({total} total)"),
+        ("corpus", f"{snap.corpus} entries"),
+        ("crashes", str(snap.crashes)),
+        ("hangs", str(snap.hangs)),
+        ("runs", str(snap.runs)),
+        ("last run", _describe_run(snap.last_run)),
+    ]
+    stats = _read_fuzzer_stats(outdir / STATS_NAME)
+    if stats is None:
+        rows.append(("quarantine", f"unknown (no {STATS_NAME} yet)"))
+    else:
+        rows += [(key, value) for key, value in stats.items() if key.startswith(QUARANTINE_PREFIX)]
+    width = max(len(key) for key, _ in rows)
+    return "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
+
+
+def _describe_run(run: RunRecord | None) -> str:
+    if run is None:
+        return "none recorded"
+    started = _when(run.started)
+    if run.ended is None:
+        return (
+            f"#{run.run} started {started}, not ended: still running, or stopped without a "
+            "clean shutdown (--resume requeues its leased work)"
+        )
+    how = "cleanly" if run.clean else "NOT cleanly"
+    return f"#{run.run} started {started}, ended {how} {_when(run.ended)}"
+
+
+def _when(unix_time: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_time))
+
+
+def _read_fuzzer_stats(path: Path) -> dict[str, str] | None:
+    """The file's `key : value` pairs in file order, or None when there is no file yet."""
+    try:
+        return read_stats(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StatusError(f"cannot read {path}: {exc.strerror}") from None
