@@ -1,0 +1,282 @@
+"""Generational search (SAGE): one task = run the input, negate each branch past the bound, solve, replay.
+
+For a task ``(data, bound)`` the engine
+1. runs ``data`` concretely (trace mode): its status and coverage are the task's own; a crash or
+   hang ends the task there (no children from an input that does not complete);
+2. runs ``data`` symbolically, recording the path constraints ``p_0 .. p_n`` (a symbolic run
+   that times out still yields a valid prefix);
+3. for each branch ``i >= bound`` solves ``p_0 .. p_{i-1}, not p_i`` restricted to the
+   constraints that share variables with ``p_i`` (independence slicing), each query with the
+   solver time-out; bytes the query does not mention keep the parent's value; if the input
+   length is involved the solver first tries to keep it, then allows ``|len - n| <= 1, 4,
+   16, ...`` up to ``max_input_len`` (new bytes are zero);
+4. replays every child concretely (its trace, crash or hang; whether it really took the flipped
+   branch - a divergence otherwise) and reports it with child bound ``i + 1``.
+A per-engine memo of ``(prefix hash, site, direction)`` skips queries another work item already
+solved; a retry of the same ``work_id`` is never skipped, so a lost result can be recomputed.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import Counter
+from dataclasses import replace
+from typing import Mapping, Protocol
+
+import z3
+
+from worker.concolic.execution import Run, execute
+from worker.concolic.instrument import Target, TargetLoadError, load_target
+from worker.concolic.options import EngineOptions
+from worker.concolic.symbolic import LENGTH_BIT, InputVariables
+from worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+
+_MEMO_LIMIT = 1 << 20
+
+
+class Progress(Protocol):
+    """Observer of a task in flight (the child process streams these to its parent)."""
+
+    def executing(self, data: bytes, bound: int, is_input: bool) -> None: ...
+
+    def input_done(self, trace: Mapping[int, int]) -> None: ...
+
+    def candidate(self, candidate: CandidateOut) -> None: ...
+
+
+class NoProgress:
+    """A Progress that ignores everything."""
+
+    def executing(self, data: bytes, bound: int, is_input: bool) -> None:
+        pass
+
+    def input_done(self, trace: Mapping[int, int]) -> None:
+        pass
+
+    def candidate(self, candidate: CandidateOut) -> None:
+        pass
+
+
+class _Groups:
+    """Path constraints partitioned by shared variables (masks), for independence slicing."""
+
+    def __init__(self) -> None:
+        self._groups: list[tuple[int, list[z3.BoolRef]]] = []
+
+    def add(self, constraint: z3.BoolRef, mask: int) -> None:
+        joined: list[tuple[int, list[z3.BoolRef]]] = []
+        rest: list[tuple[int, list[z3.BoolRef]]] = []
+        for group in self._groups:
+            (joined if group[0] & mask else rest).append(group)
+        if not joined:
+            rest.append((mask, [constraint]))
+        else:
+            joined.sort(key=lambda g: len(g[1]), reverse=True)
+            merged_mask, merged = joined[0][0] | mask, joined[0][1]
+            for other_mask, other in joined[1:]:
+                merged_mask |= other_mask
+                merged.extend(other)
+            merged.append(constraint)
+            rest.append((merged_mask, merged))
+        self._groups = rest
+
+    def related(self, mask: int) -> tuple[int, list[z3.BoolRef]]:
+        """The union mask and the constraints of every group sharing a variable with ``mask``."""
+        constraints: list[z3.BoolRef] = []
+        for group_mask, group in self._groups:
+            if group_mask & mask:
+                mask |= group_mask
+                constraints.extend(group)
+        return mask, constraints
+
+
+def _mask_indices(mask: int) -> list[int]:
+    """Byte indices named by a dependency mask (bit j + 1 is byte j)."""
+    indices = []
+    mask >>= 1
+    index = 0
+    while mask:
+        if mask & 1:
+            indices.append(index)
+        mask >>= 1
+        index += 1
+    return indices
+
+
+class ConcolicEngine:
+    """Runs concolic tasks in this process; keeps the solved-query memo between tasks."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, int, bool], str] = {}
+
+    def run_task(self, task: Task, progress: Progress | None = None) -> Outcome:
+        """Run one task to completion. Never raises: engine failures are ERROR outcomes."""
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        try:
+            options = EngineOptions.from_mapping(task.options)
+            target = load_target(task.target)
+        except (ValueError, TargetLoadError) as exc:  # the task's fault: a short message
+            outcome = Outcome(ExitKind.ERROR, error=f"{type(exc).__name__}: {exc}")
+        else:
+            try:
+                outcome = _Search(self._memo, task, options, target, progress or NoProgress()).run()
+            except Exception:  # noqa: BLE001 - an engine failure is data, never a dead worker
+                outcome = Outcome(ExitKind.ERROR, error=traceback.format_exc())
+        if len(self._memo) > _MEMO_LIMIT:
+            self._memo.clear()
+        return replace(outcome, wall_s=time.perf_counter() - wall0,
+                       cpu_s=time.process_time() - cpu0)
+
+
+class _Search:
+    """The state of one task's generational search."""
+
+    def __init__(self, memo: dict[tuple[int, int, bool], str], task: Task,
+                 options: EngineOptions, target: Target, progress: Progress):
+        self.memo = memo
+        self.task = task
+        self.options = options
+        self.target = target
+        self.progress = progress
+        self.stats: Counter[str] = Counter()
+        self.solver_s = 0.0
+        self.execs = 0
+        self.candidates: list[CandidateOut] = []
+
+    def _execute(self, data: bytes, *, symbolic: bool) -> Run:
+        opts = self.options
+        self.execs += 1
+        timeout = opts.symbolic_timeout_s if symbolic else opts.exec_timeout_s
+        return execute(self.target, data, symbolic=symbolic, timeout_s=timeout,
+                       max_branches=opts.max_branches, pin_concretised=opts.pin_concretised)
+
+    def _outcome(self, status: ExitKind, trace: Mapping[int, int], error: str = "") -> Outcome:
+        return Outcome(status=status, trace=trace, candidates=tuple(self.candidates),
+                       solver_s=self.solver_s, execs=self.execs, error=error,
+                       stats=dict(self.stats))
+
+    def run(self) -> Outcome:
+        task = self.task
+        self.progress.executing(task.data, task.bound, True)
+        concrete = self._execute(task.data, symbolic=False)
+        trace = concrete.trace
+        if concrete.kind is not ExitKind.OK:
+            return self._outcome(concrete.kind, trace, concrete.detail)
+        self.progress.input_done(trace)
+        symbolic = self._execute(task.data, symbolic=True)
+        if symbolic.kind is ExitKind.HANG:
+            self.stats["symbolic_timeouts"] += 1
+        elif symbolic.kind is ExitKind.CRASH:
+            self.stats["symbolic_crashes"] += 1
+        if symbolic.recorder.sites != concrete.recorder.sites[: len(symbolic.recorder.sites)]:
+            self.stats["path_mismatches"] += 1
+        self._expand(symbolic)
+        return self._outcome(ExitKind.OK, trace)
+
+    def _expand(self, run: Run) -> None:
+        rec, opts, task = run.recorder, self.options, self.task
+        assert run.variables is not None
+        self.stats["branches"] += len(rec.sites)
+        self.stats["concretisations"] += rec.concretisations
+        if rec.capped:
+            self.stats["branch_cap_hits"] += 1
+        groups = _Groups()
+        pins = rec.pins
+        next_pin = 0
+        prefix_hash = hash(("symfence", task.target))
+        produced = {task.data}
+        for i, (site, taken, cond, mask) in enumerate(zip(rec.sites, rec.taken, rec.conds,
+                                                          rec.deps)):
+            while next_pin < len(pins) and pins[next_pin].position <= i:
+                pin = pins[next_pin]
+                groups.add(pin.constraint, pin.deps)
+                prefix_hash = hash((prefix_hash, "pin", pin.value))
+                next_pin += 1
+            path, flipped = (cond, z3.Not(cond)) if taken else (z3.Not(cond), cond)
+            if i >= task.bound:
+                if len(self.candidates) >= opts.max_candidates:
+                    self.stats["candidate_cap_hits"] += 1
+                    return
+                if self.solver_s >= opts.solver_budget_s:
+                    self.stats["solver_budget_stops"] += 1
+                    return
+                key = (prefix_hash, site, taken)
+                solved_by = self.memo.get(key)
+                if solved_by is not None and solved_by != task.work_id:
+                    self.stats["memo_skips"] += 1
+                else:
+                    child = self._solve(groups, flipped, mask, run.variables, key)
+                    if child is not None and child not in produced:
+                        produced.add(child)
+                        self._replay(child, i, site, not taken)
+                    elif child is not None:
+                        self.stats["duplicates"] += 1
+            groups.add(path, mask)
+            prefix_hash = hash((prefix_hash, site, taken))
+
+    def _check(self, solver: z3.Solver, extra: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+        """One query (the solver's constraints plus ``extra``): result and model if sat."""
+        solver.push()
+        solver.add(*extra)
+        start = time.perf_counter()
+        try:
+            result = solver.check()
+        except z3.Z3Exception:
+            result = z3.unknown
+        self.solver_s += time.perf_counter() - start
+        model = solver.model() if result == z3.sat else None
+        solver.pop()
+        self.stats["queries"] += 1
+        self.stats[str(result)] += 1  # "sat", "unsat" or "unknown"
+        return result, model
+
+    def _solve(self, groups: _Groups, flipped: z3.BoolRef, mask: int,
+               variables: InputVariables, key: tuple[int, int, bool]) -> bytes | None:
+        """A child input taking ``flipped`` after the prefix, or None (unsat/unknown)."""
+        parent = self.task.data
+        mask, constraints = groups.related(mask)
+        solver = z3.SimpleSolver()
+        solver.set("timeout", self.options.solver_timeout_ms)
+        solver.add(*constraints)
+        solver.add(flipped)
+        n = len(parent)
+        new_length = n
+        if mask & LENGTH_BIT:
+            # Keep the length if possible, else widen |len - n| by powers of 4 (shortest change).
+            length, limit, width = variables.length, self.options.max_input_len, 0
+            while True:
+                low, high = max(0, n - width), min(limit, n + width)
+                result, model = self._check(solver, [length >= low, length <= high])
+                if model is not None or result == z3.unknown or (low == 0 and high == limit):
+                    break
+                width = max(1, width * 4)
+            if model is not None:
+                new_length = model.eval(length, model_completion=True).as_long()
+                if new_length != n:
+                    self.stats["length_changes"] += 1
+        else:
+            result, model = self._check(solver, [])
+        if result != z3.unknown:
+            self.memo[key] = self.task.work_id
+        if model is None:
+            return None
+        child = bytearray(parent[:new_length])
+        child.extend(bytes(new_length - len(child)))
+        for index in _mask_indices(mask):
+            if index < new_length:
+                value = model[variables.byte_vars[index]]
+                if value is not None:
+                    child[index] = value.as_long()
+        return bytes(child)
+
+    def _replay(self, child: bytes, index: int, site: int, direction: bool) -> None:
+        bound = index + 1
+        self.progress.executing(child, bound, False)
+        run = self._execute(child, symbolic=False)
+        if not run.took(index, site, direction):
+            self.stats["divergences"] += 1
+        candidate = CandidateOut(data=child, trace=run.trace, kind=run.kind, bound=bound,
+                                 detail=run.detail)
+        self.candidates.append(candidate)
+        self.progress.candidate(candidate)
