@@ -39,7 +39,7 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     """The per-work executor options (part of every work_id)."""
     if cfg["campaign.executor"] == "synthetic":
         s = cfg.section("synthetic")
-        return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate")}
+        return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
     return dict(cfg["concolic.options"])
 
 
@@ -316,7 +316,7 @@ class Coordinator:
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
         work = Work(token, item.work_id, item.data, item.sha256, self.executor, item.target, item.bound,
-                    self.options, self.deadline_s, version, delta)
+                    self.options, self.deadline_s, version, delta, item.attempts + 1)
         self.pump.send(rank, Tag.WORK, encode(work))
         self.stats.dispatched += 1
 

@@ -18,6 +18,7 @@ FAULT_KINDS = (
     "misrouted",
     "unowned",
     "wrong_version",
+    "late",
 )
 
 
@@ -128,6 +129,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "distribution": ("fixed", _str(("fixed", "uniform", "exponential"))),
         "candidates": (0, _int(0)),
         "error_rate": (0.0, _float(0, 1)),
+        "first_attempt_ms": (0.0, _float(0)),
     },
     "concolic": {
         "options": ({}, _options),

@@ -75,6 +75,7 @@ def encode(msg: Work | Result | Control) -> bytes:
                 "deadline_s": float(msg.deadline_s),
                 "cov_version": msg.cov_version,
                 "cov_delta": msg.cov_delta,
+                "attempt": msg.attempt,
             }
         )
     if isinstance(msg, Result):
@@ -312,6 +313,7 @@ def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
         deadline_s=f.float("deadline_s"),
         cov_version=f.int("cov_version"),
         cov_delta=f.bytes("cov_delta", limit=limits.max_message_bytes),
+        attempt=f.int("attempt", minimum=1),
     )
 
 

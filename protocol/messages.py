@@ -53,6 +53,7 @@ class Work:
     deadline_s: float = 0.0  # budget for this dispatch, 0 = none (informational for the worker)
     cov_version: int = 0  # coverage-map version after applying cov_delta
     cov_delta: bytes = b""  # packed sparse map changes since the worker's last version
+    attempt: int = 1  # 1 for the first dispatch of this work_id, 2 for its first retry, ...
 
 
 @dataclass(frozen=True)

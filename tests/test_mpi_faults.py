@@ -17,7 +17,7 @@ def test_every_fault_is_classified_exactly(tmp_path):
     seeds = 400
     faults = {"enabled": True, "seed": 7, **{kind: 0.05 for kind in FAULT_KINDS}}
     cfg = synthetic_cfg(synthetic={"seeds": seeds, "candidates": 1}, faults=faults,
-                        limits={"max_message_bytes": 65536})
+                        limits={"max_message_bytes": 65536}, dispatch={"deadline_s": 2.0, "max_attempts": 10})
     run = run_campaign(tmp_path, cfg, ranks=5, timeout_s=180)
     assert run.code == 0, run.stderr[-3000:]
     s = run.stats()
@@ -32,10 +32,13 @@ def test_every_fault_is_classified_exactly(tmp_path):
     assert int(s["quarantined_results"]) == sum(injected.values())
 
     # No fault committed; every genuine result (including the misused tokens' owners) did:
-    # every dispatch committed, and every result beyond the committed ones was a fault.
+    # every dispatch committed except those whose result was withheld as `late` (revoked at
+    # their deadline, then retried), and every result beyond the committed ones was a fault.
     committed = int(s["committed"])
     assert committed >= seeds
-    assert int(s["dispatched"]) == committed
+    assert int(s["expired"]) == injected["late"]
+    assert int(s["dispatched"]) == committed + injected["late"]
+    assert int(s["work_failed"]) == 0
     assert int(s["results_received"]) == committed + sum(injected.values())
     assert "VIOLATED" not in run.stdout and run.stdout.count("[ok]") == 2
 

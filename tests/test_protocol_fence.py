@@ -74,7 +74,7 @@ def test_result_round_trip():
 
 
 def test_work_and_control_round_trip():
-    w = Work(T1, WID, b"\x00\x01", sha256_hex(b"\x00\x01"), "concolic", "m:f", 3, {"exec_timeout_s": 1.0}, 2.5, 7, b"\x01\x02\x03")
+    w = Work(T1, WID, b"\x00\x01", sha256_hex(b"\x00\x01"), "concolic", "m:f", 3, {"exec_timeout_s": 1.0}, 2.5, 7, b"\x01\x02\x03", 2)
     assert decode_work(encode(w)) == w
     c = Control(ControlKind.HEARTBEAT, (T1, T2), {"executing": T1, "busy_s": 1.5})
     assert decode_control(encode(c)) == c

@@ -24,6 +24,9 @@ class Endpoint:
         while len(out) < limit:
             msg = self.comm.Improbe(source, MPI.ANY_TAG, self._status)
             if msg is None:
+                # A message that arrived while we slept may be missed by the first probe.
+                msg = self.comm.Improbe(source, MPI.ANY_TAG, self._status)
+            if msg is None:
                 break
             buf = bytearray(self._status.Get_count(MPI.BYTE))
             msg.Recv([buf, MPI.BYTE])

@@ -9,7 +9,10 @@ it is really on its way:
 - misrouted: the token is handed to another worker over a separate communicator; that worker
   sends a result for it with a synchronous send (matched by the coordinator) and acknowledges,
   and only then does the owner send its own genuine result, which must still commit;
-- unowned: owed, and sent when STOP arrives (the coordinator has nothing in flight any more).
+- unowned: owed, and sent when STOP arrives (the coordinator has nothing in flight any more);
+- late: the genuine result is held back until the coordinator revokes its token (the CANCEL
+  arrives after the dispatch deadline, or at the end of the campaign), then sent: a result
+  delayed in the network past its deadline.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ EXPECTED_REASON = {
     "misrouted": "misrouted",
     "unowned": "unowned",
     "wrong_version": "incompatible",
+    "late": "expired",
 }
 BEFORE = ("stale", "missing", "malformed_token", "non_map", "oversized", "wrong_version")
 COORDINATOR = 0
@@ -59,6 +63,7 @@ class FaultInjector:
         self.counts: collections.Counter[str] = collections.Counter()
         self.unowned_owed = 0
         self.acks: set[str] = set()
+        self.held_back: dict[str, bytes] = {}  # token -> genuine frame withheld as `late`
 
     def _roll(self, kind: str) -> bool:
         return self.p[kind] > 0 and self.rng.random() < self.p[kind]
@@ -78,6 +83,22 @@ class FaultInjector:
             self._hand_off(token, result.work_id)
         if self._roll("unowned"):
             self.unowned_owed += 1
+
+    def hold_back(self, token: DispatchToken) -> bool:
+        """Whether to withhold this genuine result until its token is revoked."""
+        return self._roll("late")
+
+    def held(self, token: DispatchToken, frame: bytes) -> None:
+        self.held_back[token] = frame
+
+    def on_cancel(self, token: DispatchToken) -> bool:
+        """The token was revoked: release its withheld result now (it must classify expired)."""
+        frame = self.held_back.pop(token, None)
+        if frame is None:
+            return False
+        self.world.send(COORDINATOR, Tag.RESULT, frame)
+        self._sent("late", token=token[:16])
+        return True
 
     def after_result(self, frame: bytes) -> None:
         if self._roll("duplicate"):

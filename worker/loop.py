@@ -88,8 +88,10 @@ class Worker:
     def _await_setup(self) -> dict[str, Any] | None:
         backoff = Backoff(cap_s=0.01)
         while True:
-            for _src, tag, frame in self.world.poll(COORDINATOR):
+            # One message at a time: WORK may follow SETUP closely and must stay queued in MPI.
+            for _src, tag, frame in self.world.poll(COORDINATOR, limit=1):
                 if tag != Tag.CONTROL:
+                    self.counters["dropped_before_setup"] += 1
                     continue
                 ctl = decode_control(frame)
                 if ctl.kind is ControlKind.SETUP:
@@ -179,6 +181,8 @@ class Worker:
             self.counters["control_unexpected"] += 1
 
     def _cancel(self, token: DispatchToken) -> None:
+        if self.faults is not None and self.faults.on_cancel(token):
+            return
         for work in list(self.queue):
             if work.token == token:
                 self.queue.remove(work)
@@ -193,6 +197,8 @@ class Worker:
 
     def _heartbeat(self) -> None:
         held = tuple(w.token for w in self.queue) + ((self.running.token,) if self.running else ())
+        if self.faults is not None:
+            held += tuple(self.faults.held_back)  # withheld `late` results are still ours
         self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.HEARTBEAT, held, {
             "work_received": self.work_received, "busy_s": round(self.busy_s, 6)})))
 
@@ -208,7 +214,7 @@ class Worker:
                 self.executors[work.executor] = make_executor(work.executor)
             self.running_executor = self.executors[work.executor]
             self.running_executor.start(Task(work.token, work.work_id, work.data, work.target, work.bound,
-                                             dict(work.options)))
+                                             dict(work.options), work.attempt))
         except Exception as exc:
             self._answer(work, self._error_result(work, exc))
             self.running = None
@@ -251,8 +257,11 @@ class Worker:
 
     def _answer(self, work: Work, result: Result) -> None:
         """Every exit path ends here; the sender stamps the WORK's token on the result."""
-        if self.faults is not None:
-            self.faults.before_result(work.token, result)
-        frame = self.sender.send(work.token, result)
-        if self.faults is not None:
-            self.faults.after_result(frame)
+        if self.faults is None:
+            self.sender.send(work.token, result)
+            return
+        self.faults.before_result(work.token, result)
+        if self.faults.hold_back(work.token):
+            self.faults.held(work.token, self.sender.seal(work.token, result))
+            return
+        self.faults.after_result(self.sender.send(work.token, result))

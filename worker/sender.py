@@ -20,12 +20,16 @@ class ResultSender:
         self._transmit = transmit
         self.sent = 0
 
-    def send(self, token: DispatchToken, result: Result) -> bytes:
+    def seal(self, token: DispatchToken, result: Result) -> bytes:
+        """The frame `send` would transmit: a copy of the result stamped with `token`."""
         if not is_valid_token(token):
             raise ValueError("refusing to answer without a valid dispatch token")
         m = result_to_map(result)
         m["token"] = token
-        frame = encode_map(m)
+        return encode_map(m)
+
+    def send(self, token: DispatchToken, result: Result) -> bytes:
+        frame = self.seal(token, result)
         self._transmit(frame)
         self.sent += 1
         return frame

@@ -22,6 +22,7 @@ class Task:
     target: str  # executor-specific, e.g. "examples.magic_header:target" for concolic
     bound: int = 0  # generational-search bound (SAGE): flip branches with index >= bound
     options: Mapping[str, Any] = field(default_factory=dict)
+    attempt: int = 1  # which dispatch of this work_id this is (retries after expiry count up)
 
 
 @dataclass(frozen=True)

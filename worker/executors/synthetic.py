@@ -19,7 +19,9 @@ def _fake_trace(data: bytes) -> dict[int, int]:
 
 class SyntheticExecutor:
     """Options: task_ms (mean duration), distribution (fixed/uniform/exponential),
-    candidates (per task), error_rate (probability of an ERROR outcome)."""
+    candidates (per task), error_rate (probability of an ERROR outcome), and
+    first_attempt_ms: if > 0, the first attempt of every work item blocks the worker for that
+    long (a stuck native call that cannot be cancelled); retries take task_ms."""
 
     def __init__(self) -> None:
         self._task: Task | None = None
@@ -38,7 +40,11 @@ class SyntheticExecutor:
             duration = mean_s
         self._task = task
         self._t0 = time.monotonic()
-        self._end = self._t0 + duration
+        stuck_s = float(task.options.get("first_attempt_ms", 0)) / 1000
+        if stuck_s > 0 and task.attempt == 1:
+            time.sleep(stuck_s)  # blocking on purpose: the worker cannot see a CANCEL meanwhile
+            duration = 0.0
+        self._end = time.monotonic() + duration
 
     def wait(self, timeout_s: float) -> Outcome | None:
         if self._task is None:
