@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import structlog
 
+from coordinator import failpoints
 from coordinator.config import Config
 from coordinator.inflight import InFlight, Revocation
 from coordinator.journal import Journal, NewEntry, NewFinding
@@ -119,7 +120,7 @@ class Coordinator:
                 self.dispatching = True
                 self._t0 = self.clock()
                 self.stats.started_wall = time.time()
-                log.info("campaign.started", workers=len(self.alive), depth=self.depth,
+                log.info("campaign.started", pid=os.getpid(), workers=len(self.alive), depth=self.depth,
                          executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
                 self._fill()
                 self._check_finished()
@@ -313,6 +314,7 @@ class Coordinator:
         self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
         self.leased[token] = item
         self.journal.lease(item.work_id, token)
+        failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
         work = Work(token, item.work_id, item.data, item.sha256, self.executor, item.target, item.bound,
@@ -400,6 +402,7 @@ class Coordinator:
                                         work_id=wid, target=item.target))
         receipt = self.journal.commit(item.work_id, result.token, status=result.status.value,
                                       new_entries=entries, findings=findings)
+        failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
             st.journal_fence_rejected += 1
             log.error("commit.journal_fenced", work_id=item.work_id[:16], token=result.token[:16])
@@ -485,7 +488,9 @@ class Coordinator:
     def _flush(self) -> None:
         self.journal.save_coverage(self.coverage.to_bytes())
         self.journal.save_counters(self._counters())
+        failpoints.hit("flush.before")
         durable = self.journal.flush()
+        failpoints.hit("flush.after")
         for e in durable.entries:
             self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
         for f in durable.findings:

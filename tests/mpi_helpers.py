@@ -61,14 +61,15 @@ class Run:
 
 
 def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, timeout_s: float = 120,
-                 extra_args: list[str] | None = None, out: Path | None = None) -> Run:
+                 extra_args: list[str] | None = None, out: Path | None = None,
+                 env: dict[str, str] | None = None, mpiexec_args: list[str] | None = None) -> Run:
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
-    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "coordinator", "--config", str(config),
+    cmd = [MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), sys.executable, "-m", "coordinator", "--config", str(config),
            "--out", str(out), "--no-status", *(extra_args or [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
