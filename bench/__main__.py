@@ -1,0 +1,32 @@
+"""Run every benchmark in one command (`python -m bench`, or `make bench`); tables + JSON in bench/results/."""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+import time
+
+BENCHES = {
+    "pipeline": "bench.bench_pipeline",  # results/s and utilisation at depth 1/2/4
+    "journal": "bench.bench_journal",  # group commit cost, journal on vs off
+    "concolic": "bench.bench_concolic",  # executions/s of the embedded engine
+    "hybrid": "bench.bench_hybrid",  # concolic 1 vs 2 workers vs random mutation
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("only", nargs="*", help=f"run only these of {', '.join(BENCHES)} (default: all)")
+    args = p.parse_args()
+    unknown = set(args.only) - set(BENCHES)
+    if unknown:
+        p.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    for name in args.only or BENCHES:
+        print(f"\n## {name} ({time.strftime('%Y-%m-%d %H:%M:%S')})\n", flush=True)
+        sys.argv = [BENCHES[name]]
+        runpy.run_module(BENCHES[name], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
