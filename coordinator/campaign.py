@@ -75,6 +75,8 @@ class Coordinator:
         self.status = status or StatusLine(enabled=False)
         self.workers: list[Rank] = [Rank(r) for r in range(1, comm.Get_size())]
         self.alive: set[Rank] = set()
+        self.lost: set[Rank] = set()  # silent for too long; re-admitted if heard from again
+        self.failed: set[Rank] = set()  # reported dead by MPI; never come back
         self.last_seen: dict[Rank, float] = {}
         self.stop_acks: dict[Rank, dict[str, Any]] = {}
         self.minter = TokenMinter(os.urandom(32))
@@ -106,7 +108,7 @@ class Coordinator:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         self.pump = Pump(
-            self.comm, loop, self._on_batch,
+            self.comm, loop, self._on_batch, self._on_failed,
             poll_cap_s=self.cfg["mpi.poll_cap_ms"] / 1000, batch=self.cfg["mpi.batch"],
         )
         self.pump.start()
@@ -222,7 +224,8 @@ class Coordinator:
             for token in self.inflight.tokens_of(rank):  # ranks lost meanwhile
                 self._revoke(token, Revocation.LOST)
         stop = encode(Control(ControlKind.STOP))
-        for rank in sorted(self.alive):
+        # Lost (silent) workers get STOP too: a hung worker that wakes up must be able to exit.
+        for rank in sorted(self.alive | (self.lost - self.failed)):
             self.pump.send(rank, Tag.CONTROL, stop)
         ack_until = self.clock() + self.cfg["dispatch.stop_timeout_s"]
         while set(self.stop_acks) < self.alive and self.clock() < ack_until:
@@ -269,10 +272,13 @@ class Coordinator:
             if now - self.last_seen.get(rank, now) > limit:
                 self._lose_worker(rank, f"no heartbeat for {limit} s")
 
-    def _lose_worker(self, rank: Rank, why: str) -> None:
+    def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
+        if failed:
+            self.failed.add(rank)
         if rank not in self.alive:
             return
         self.alive.discard(rank)
+        self.lost.add(rank)
         tokens = self.inflight.tokens_of(rank)
         log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
         for token in tokens:
@@ -321,6 +327,9 @@ class Coordinator:
                     self.options, self.deadline_s, version, delta, item.attempts + 1)
         self.pump.send(rank, Tag.WORK, encode(work))
         self.stats.dispatched += 1
+        if item.attempts:
+            log.info("task.redispatched", work_id=item.work_id[:16], attempt=item.attempts + 1, worker=rank,
+                     token=token[:16])
 
     def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True) -> None:
         d = self.inflight.revoke(token, why)
@@ -355,6 +364,12 @@ class Coordinator:
                 log.warning("message.unexpected_tag", worker=m.source, tag=m.tag)
         self._fill()
         self._check_finished()
+        self._changed.set()
+
+    def _on_failed(self, ranks: list[int]) -> None:
+        """MPI (ULFM) reported these ranks dead."""
+        for rank in ranks:
+            self._lose_worker(Rank(rank), "MPI reported the process failed", failed=True)
         self._changed.set()
 
     def _on_result(self, source: Rank, frame: bytes) -> None:
@@ -453,6 +468,8 @@ class Coordinator:
                 self.pump.send(source, Tag.CONTROL, encode(Control(ControlKind.SETUP, info=self._setup_info(source))))
                 log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
         elif ctl.kind is ControlKind.HEARTBEAT:
+            if source in self.lost and source not in self.failed and not self._stop.is_set():
+                self._readmit(source, ctl.tokens)
             self._reconcile(source, set(ctl.tokens), int(ctl.info.get("work_received", 0)))
         elif ctl.kind is ControlKind.STOP_ACK:
             self.stop_acks[source] = dict(ctl.info)
@@ -460,6 +477,17 @@ class Coordinator:
         else:
             self.stats.control_rejected += 1
             log.warning("control.unexpected", worker=source, kind=ctl.kind.value)
+
+    def _readmit(self, rank: Rank, held: tuple[DispatchToken, ...]) -> None:
+        """A worker declared lost is talking again (it was hung, not dead): take it back.
+        Everything it still holds was revoked when it was lost, so cancel all of it."""
+        self.lost.discard(rank)
+        self.alive.add(rank)
+        stale = tuple(t for t in held if self.inflight.owner(t) != rank)
+        if stale:
+            self.pump.send(rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, stale)))
+        log.warning("worker.returned", worker=rank, cancelled=len(stale))
+        self._fill()
 
     def _reconcile(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
         """Revoke tokens the worker should hold (their WORK arrived) but does not: lost messages."""

@@ -6,7 +6,6 @@ import argparse
 import os
 import shutil
 import sys
-import threading
 from pathlib import Path
 
 from coordinator.config import ConfigError, load
@@ -71,6 +70,9 @@ def mpi_main(argv: list[str] | None = None) -> int:
     _run_args(p)
     args = p.parse_args(argv)
 
+    # Open MPI with ULFM: skip the fence in MPI_Finalize, which can hang once a peer has died
+    # (must be set before MPI_Init; other MPIs ignore it).
+    os.environ.setdefault("OMPI_MCA_async_mpi_finalize", "1")
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -149,15 +151,18 @@ def _worker_rank(comm, peers) -> int:
     return code
 
 
-def _finalize_with_watchdog(timeout_s: float = 20.0) -> None:
-    """MPI_Finalize can hang if a peer died; abort the process instead of hanging the job."""
+def _finalize_with_watchdog(timeout_s: float = 15.0) -> None:
+    """MPI_Finalize can hang when a peer died or hangs; exit instead of hanging the job.
+
+    faulthandler's timer runs in a C thread: a Python timer would never fire, because
+    MPI_Finalize does not release the GIL."""
+    import faulthandler
+
     from mpi4py import MPI
 
-    timer = threading.Timer(timeout_s, lambda: os._exit(3))
-    timer.daemon = True
-    timer.start()
+    faulthandler.dump_traceback_later(timeout_s, exit=True)
     MPI.Finalize()
-    timer.cancel()
+    faulthandler.cancel_dump_traceback_later()
 
 
 # ---------------------------------------------------------------------------------- main

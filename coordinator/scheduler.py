@@ -23,10 +23,11 @@ class WorkItem:
 
 
 class Scheduler:
-    """Seeds first, then inputs that found new coverage, then shallower bound, then smaller.
+    """Retries first, then seeds, then inputs that found new coverage, then shallower bound,
+    then smaller.
 
     `add` refuses a work_id it has seen before (work is never run twice); `requeue` puts back
-    an item whose dispatch was revoked, keeping its place in the order.
+    an item whose dispatch was revoked (or that a resumed campaign found pending).
     """
 
     def __init__(self) -> None:
@@ -36,7 +37,8 @@ class Scheduler:
 
     @staticmethod
     def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
-        return (0 if item.seed else 1, -item.new_bits, item.bound, len(item.data), seq)
+        tier = -1 if item.attempts else (0 if item.seed else 1)
+        return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:
         if item.work_id in self.known:

@@ -14,6 +14,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+# The Open MPI venv (ULFM tests): `make test` creates it beside the main one.
+OMPI_BIN = ROOT / ".venv-ompi" / "bin"
+OMPI_MPIEXEC = str(OMPI_BIN / "mpiexec") if (OMPI_BIN / "mpiexec").exists() else None
+OMPI_PYTHON = str(OMPI_BIN / "python")
+
+
+def read_committed(out: Path) -> int:
+    """The `committed` counter of a running campaign's fuzzer_stats (0 before the first write)."""
+    try:
+        from coordinator.stats import read_stats
+
+        return int(read_stats(out / "fuzzer_stats").get("committed", 0))
+    except (OSError, ValueError):
+        return 0
 
 
 def toml_dump(cfg: dict[str, dict[str, Any]]) -> str:
@@ -62,11 +76,12 @@ class Run:
 
 def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, timeout_s: float = 120,
                  extra_args: list[str] | None = None, out: Path | None = None,
-                 env: dict[str, str] | None = None, mpiexec_args: list[str] | None = None) -> Run:
+                 env: dict[str, str] | None = None, mpiexec_args: list[str] | None = None,
+                 mpiexec: str | None = None, python: str | None = None) -> Run:
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
-    cmd = [MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), sys.executable, "-m", "coordinator", "--config", str(config),
+    cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable, "-m", "coordinator", "--config", str(config),
            "--out", str(out), "--no-status", *(extra_args or [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})

@@ -27,6 +27,10 @@ def test_scheduler_order_and_once_only():
     assert s.pop() is None
     s.requeue(child_deep)
     assert s.pop() == child_deep
+    retry = item(5, bound=9, attempts=1)
+    s.add(seed)
+    s.requeue(retry)
+    assert s.pop() == retry  # a retried item goes before everything else
 
 
 def test_inflight_is_keyed_by_token_and_fences():

@@ -22,16 +22,27 @@ class Endpoint:
         out = []
         self.progress()
         while len(out) < limit:
-            msg = self.comm.Improbe(source, MPI.ANY_TAG, self._status)
+            msg = self._probe(source)
             if msg is None:
                 # A message that arrived while we slept may be missed by the first probe.
-                msg = self.comm.Improbe(source, MPI.ANY_TAG, self._status)
+                msg = self._probe(source)
             if msg is None:
                 break
             buf = bytearray(self._status.Get_count(MPI.BYTE))
             msg.Recv([buf, MPI.BYTE])
             out.append((self._status.Get_source(), self._status.Get_tag(), bytes(buf)))
         return out
+
+    def _probe(self, source: int) -> MPI.Message | None:
+        try:
+            return self.comm.Improbe(source, MPI.ANY_TAG, self._status)
+        except MPI.Exception as exc:
+            # ULFM: an ANY_SOURCE probe raises once a peer died, until the failure is
+            # acknowledged. A worker has nothing to do about a dead sibling but acknowledge it.
+            if exc.Get_error_class() not in (MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING):
+                raise
+            self.comm.Ack_failed()
+            return None
 
     def send(self, dest: int, tag: int, frame: bytes) -> None:
         self._sending.append((self.comm.Isend([frame, MPI.BYTE], dest, tag), frame))
