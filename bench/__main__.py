@@ -12,6 +12,7 @@ BENCHES = {
     "journal": "bench.bench_journal",  # group commit cost, journal on vs off
     "concolic": "bench.bench_concolic",  # executions/s of the embedded engine
     "hybrid": "bench.bench_hybrid",  # concolic 1 vs 2 workers vs random mutation
+    "recovery": "bench.bench_recovery",  # worker loss -> re-dispatch, CANCEL abort savings
 }
 
 

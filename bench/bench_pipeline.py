@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for depth in [int(d) for d in args.depths.split(",")]:
             cfg = synthetic_cfg(campaign={"duration_s": args.duration}, dispatch={"depth": depth},
-                                synthetic={"seeds": 1_000_000, "task_ms": args.task_ms},
+                                synthetic={"seeds": 40_000, "task_ms": args.task_ms},
                                 stats={"interval_s": 1.0}, workers={"heartbeat_s": 1.0})
             s = campaign(Path(tmp) / f"d{depth}", cfg, ranks=4).stats()
             util = [float(s[f"utilisation_rank_{r}"]) for r in (1, 2, 3)]
