@@ -193,6 +193,7 @@ class Coordinator:
             if f"id:{e.queue_id:06d}" not in have:
                 self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
                 restored += 1
+        have = {kind: {name.split(",", 1)[0] for name in self.out.existing(kind)} for kind in ("crash", "hang")}
         for f in self.journal.iter_findings():
             kind = f.kind.value
             if kind == "crash":
@@ -200,7 +201,7 @@ class Coordinator:
                 self.crash_signatures.add(f"{f.target} {crash_signature(f.detail)}")
             else:
                 self.stats.hangs += 1
-            if not any(n.startswith(f"id:{f.finding_id:06d},") for n in self.out.existing(kind)):
+            if f"id:{f.finding_id:06d}" not in have[kind]:
                 self.out.finding(kind, f.finding_id, f.data, detail=f.detail, target=f.target)
                 restored += 1
         return restored

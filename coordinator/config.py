@@ -19,6 +19,7 @@ FAULT_KINDS = (
     "unowned",
     "wrong_version",
     "late",
+    "drop_work",
 )
 
 

@@ -13,6 +13,10 @@ it is really on its way:
 - late: the genuine result is held back until the coordinator revokes its token (the CANCEL
   arrives after the dispatch deadline, or at the end of the campaign), then sent: a result
   delayed in the network past its deadline.
+And one fault on the way in:
+- drop_work: a WORK that arrived is forgotten, as if the message had been lost; the next
+  heartbeat shows the coordinator a token it sent but the worker does not hold (lost-message
+  repair must revoke and requeue it; no result is ever sent for it).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ EXPECTED_REASON = {
     "wrong_version": "incompatible",
     "late": "expired",
 }
+# Faults that are not results: no quarantine reason, counted by the coordinator elsewhere.
+WORK_FAULTS = ("drop_work",)
 BEFORE = ("stale", "missing", "malformed_token", "non_map", "oversized", "wrong_version")
 COORDINATOR = 0
 
@@ -52,7 +58,7 @@ COORDINATOR = 0
 class FaultInjector:
     def __init__(self, cfg: dict[str, Any], world: Endpoint, peers: Endpoint, world_size: int,
                  max_message_bytes: int) -> None:
-        self.p = {k: float(cfg.get(k, 0.0)) for k in EXPECTED_REASON}
+        self.p = {k: float(cfg.get(k, 0.0)) for k in (*EXPECTED_REASON, *WORK_FAULTS)}
         self.rank = world.rank
         self.rng = random.Random(int(cfg.get("seed", 1)) * 1_000_003 + self.rank)
         self.world = world
@@ -70,7 +76,14 @@ class FaultInjector:
 
     def _sent(self, kind: str, **kw: Any) -> None:
         self.counts[kind] += 1
-        log.info("fault.injected", kind=kind, expected_reason=EXPECTED_REASON[kind], **kw)
+        log.info("fault.injected", kind=kind, expected_reason=EXPECTED_REASON.get(kind), **kw)
+
+    def drop_work(self, token: DispatchToken) -> bool:
+        """Whether to forget this WORK as if it had been lost on the way."""
+        if self._roll("drop_work"):
+            self._sent("drop_work", token=token[:16])
+            return True
+        return False
 
     # --- hooks around the genuine result -----------------------------------------------------
 

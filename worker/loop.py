@@ -156,6 +156,8 @@ class Worker:
             except ValueError as exc:
                 self.counters["bad_cov_delta"] += 1
                 log.warning("coverage.bad_delta", error=str(exc))
+        if self.faults is not None and self.faults.drop_work(work.token):
+            return
         self.queue.append(work)
         self.max_held = max(self.max_held, len(self.queue) + (self.running is not None))
 
