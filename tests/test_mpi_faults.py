@@ -17,7 +17,7 @@ def test_every_fault_is_classified_exactly(tmp_path):
     seeds = 400
     faults = {"enabled": True, "seed": 7, **{kind: 0.05 for kind in FAULT_KINDS if kind not in WORK_FAULTS}}
     cfg = synthetic_cfg(synthetic={"seeds": seeds, "candidates": 1}, faults=faults,
-                        limits={"max_message_bytes": 65536}, dispatch={"deadline_s": 2.0, "max_attempts": 10})
+                        limits={"max_message_bytes": 65536}, dispatch={"depth": 4, "deadline_s": 1.0, "max_attempts": 10})
     run = run_campaign(tmp_path, cfg, ranks=5, timeout_s=180)
     assert run.code == 0, run.stderr[-3000:]
     s = run.stats()
