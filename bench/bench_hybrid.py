@@ -2,9 +2,10 @@
 
 Configurations, each with the same time budget (``--budget``, default 30 s) and repeated
 ``--repeat`` times (default 3, the table shows medians):
-- the concolic campaign over the configs/demo.toml targets under mpiexec with 1 worker rank
+- the concolic campaign over the targets of ``--config`` (default configs/demo.toml; e.g.
+  configs/extended.toml adds targets with many paths) under mpiexec with 1 worker rank
   (``ranks=2``) and 2 worker ranks (``ranks=3``), ``campaign.duration_s`` = budget; a campaign
-  that explores every path ends early ("work exhausted"), its wall time is reported;
+  whose search runs out of work ends early ("work exhausted"), its wall time is reported;
 - ``bench.random_baseline`` in one process, blind and coverage-guided, round-robin over the same
   targets with budget / #targets seconds each (so the configuration as a whole gets the budget,
   on one core, like the 1-worker campaign's single worker). ``--plain`` adds the blind baseline
@@ -15,6 +16,7 @@ comparable: the baselines measure coverage with the engine's own trace-mode exec
 ``edges_from_sites``, i.e. exactly what the campaign's ``edges_found`` counts (union over targets).
 Execs/s differ in kind: a campaign exec is a concrete or a symbolic run of the target (the
 symbolic ones cost ~1 ms with z3), a baseline exec is one concrete traced run.
+Results go to bench/results/hybrid.{md,json} for configs/demo.toml, else hybrid-<config stem>.
 """
 
 from __future__ import annotations
@@ -37,9 +39,25 @@ def _short(spec: str) -> str:
     return spec.split(":")[0].rsplit(".", 1)[-1]
 
 
-def run_concolic(tmp: Path, budget_s: float, ranks: int) -> dict[str, Any]:
-    """One demo campaign under mpiexec; first crash per target, edges, execs/s, wall, end reason."""
-    cfg = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())
+DEFAULT_CONFIG = Path("configs/demo.toml")
+
+
+def config_path(name: str | Path) -> Path:
+    """``name`` as given if it exists, else relative to the repository root."""
+    path = Path(name)
+    return path if path.is_absolute() or path.exists() else ROOT / path
+
+
+def results_name(config: Path) -> str:
+    """``hybrid`` for the demo config (the default), ``hybrid-<stem>`` for any other."""
+    default = (ROOT / DEFAULT_CONFIG).resolve()
+    return "hybrid" if config.resolve() == default else f"hybrid-{config.stem}"
+
+
+def run_concolic(tmp: Path, budget_s: float, ranks: int,
+                 config: Path = ROOT / DEFAULT_CONFIG) -> dict[str, Any]:
+    """One campaign of ``config`` under mpiexec; first crash per target, edges, execs/s, wall, end reason."""
+    cfg = tomllib.loads(config.read_text())
     cfg["campaign"].update(duration_s=budget_s, ranks=ranks)
     cfg["campaign"].pop("output", None)
     t = time.monotonic()
@@ -97,9 +115,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budget", type=float, default=30.0, help="seconds per configuration")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--plain", action="store_true", help="also run the blind baseline on plain targets")
+    p.add_argument("--config", default=str(DEFAULT_CONFIG),
+                   help="campaign config whose campaign.targets all configurations fuzz (default %(default)s)")
     args = p.parse_args(argv)
+    config = config_path(args.config).resolve()
     own_alarm_signal()  # the in-process baselines' per-execution time limit; nothing else uses SIGALRM
-    targets: list[str] = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())["campaign"]["targets"]
+    targets: list[str] = tomllib.loads(config.read_text())["campaign"]["targets"]
     configs: list[tuple[str, dict[str, Any]]] = [
         ("concolic, 1 worker (ranks=2)", {"ranks": 2}),
         ("concolic, 2 workers (ranks=3)", {"ranks": 3}),
@@ -113,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         for rep in range(args.repeat):
             for i, (name, c) in enumerate(configs):
                 if "ranks" in c:
-                    r = run_concolic(Path(tmp) / f"c{i}-r{rep}", args.budget, c["ranks"])
+                    r = run_concolic(Path(tmp) / f"c{i}-r{rep}", args.budget, c["ranks"], config)
                 else:
                     r = run_random(targets, args.budget, c["guided"], c["plain"], seed=rep)
                 runs[name].append(r)
@@ -123,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     headers = ["configuration", *(f"{_short(t)}: time to bug" for t in targets), "edges",
                "execs/s", "execs", "wall (end)"]
     rows = [summarise(name, runs[name], targets, args.budget) for name, _ in configs]
-    print(save("hybrid", headers, rows, {
+    print(save(results_name(config), headers, rows, {
+        "config": str(config.relative_to(ROOT)) if config.is_relative_to(ROOT) else str(config),
         "budget_s": args.budget, "repeat": args.repeat, "targets": targets, "runs": runs,
         "notes": ["medians over repeats; a repeat that missed a bug counts as infinite time",
                   "time to bug: seconds since the campaign/baseline start to the target's first crash",
