@@ -451,7 +451,6 @@ class Coordinator:
                 self.stats.triage_rejected["known_crash"] += 1
                 return
             self.crash_signatures.add(sig)
-            self.stats.first_found_s.setdefault(sig, found_s)
         findings.append(NewFinding(kind=kind.value, sha256=sha256_hex(data), data=data, detail=detail,
                                    found_s=found_s, target=item.target))
 
@@ -507,7 +506,7 @@ class Coordinator:
             "heartbeat_s": self.cfg["workers.heartbeat_s"],
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
             "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
-            "faults": msgpack_safe(faults) if faults["enabled"] else {},
+            "faults": faults if faults["enabled"] else {},
             "max_message_bytes": self.limits.max_message_bytes,
             "world_size": self.comm.Get_size(),
         }
@@ -549,7 +548,11 @@ class Coordinator:
         self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
         now = time.time()
         rows = self.stats.items(now=now, in_flight=len(self.inflight), pending=len(self.scheduler),
-                                ranks=self.workers, extra={"dispatch_depth": self.depth, "workers_alive": len(self.alive)})
+                                ranks=self.workers, extra={
+                                    "dispatch_depth": self.depth, "workers_alive": len(self.alive),
+                                    "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
+                                    "mpi_bytes_in": self.pump.bytes_in,
+                                    "mpi_dropped_to_failed": self.pump.dropped_to_dead})
         write_atomic(self.out.root / "fuzzer_stats", render_stats(rows))
         plot = self.out.root / "plot_data"
         if not plot.exists():
@@ -574,7 +577,3 @@ class Coordinator:
         if st.crashes:
             lines.append(f"  crashing inputs: {self.out.crashes}/")
         return "\n".join(lines)
-
-
-def msgpack_safe(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if isinstance(v, (str, int, float, bool))}

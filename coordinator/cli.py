@@ -57,6 +57,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if mpiexec is None:
         return fail("mpiexec not found (pip install mpich, or put your MPI's mpiexec on PATH)", 1)
     cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "coordinator", *forwarded]
+    if sys.stdout.isatty():
+        from coordinator.status_line import TTY_ENV
+
+        os.environ[TTY_ENV] = "1"  # rank 0 draws the live status line through mpiexec
+        os.environ.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
     print(f"symfence: launching {' '.join(cmd)}", file=sys.stderr, flush=True)
     os.execv(mpiexec, cmd)
 

@@ -10,6 +10,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from coordinator.status_line import on_terminal
+
 # High-volume events stay out of the console (the status line counts them); they are all in
 # the JSON file, where `symfence logs` filters them.
 QUIET_ON_CONSOLE = frozenset({"result.quarantined", "task.expired", "fault.injected", "work.refused"})
@@ -20,9 +22,14 @@ class _Tee:
 
     def __init__(self, file: TextIO, console: TextIO | None, verbose: bool) -> None:
         self.file = file
-        self.console = console
+        self._console = console
         self.verbose = verbose
-        self.renderer = structlog.dev.ConsoleRenderer(colors=bool(console and console.isatty()))
+        self.renderer = structlog.dev.ConsoleRenderer(colors=bool(console and on_terminal(console)))
+
+    @property
+    def console(self) -> TextIO | None:
+        # sys.stderr is looked up per event: the live status line redirects it to print above.
+        return sys.stderr if self._console is sys.__stderr__ or self._console is sys.stderr else self._console
 
     def __call__(self, logger: Any, name: str, event_dict: dict[str, Any]) -> Any:
         self.file.write(json.dumps(event_dict, default=str, separators=(",", ":")) + "\n")

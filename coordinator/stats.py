@@ -26,7 +26,6 @@ class Stats:
     execs: int = 0
     solver_s: float = 0.0
     busy_s: dict[int, float] = field(default_factory=dict)  # per rank: sum of task wall time
-    results_by_rank: collections.Counter = field(default_factory=collections.Counter)
     corpus: int = 0
     crashes: int = 0  # unique (saved) crashes
     crashes_total: int = 0
@@ -35,11 +34,9 @@ class Stats:
     work_failed: int = 0
     control_rejected: int = 0
     journal_fence_rejected: int = 0  # a `current` result whose lease the journal did not hold
-    first_found_s: dict[str, float] = field(default_factory=dict)  # crash signature -> time
 
     def record_result(self, rank: int, wall_s: float, execs: int, solver_s: float) -> None:
         self.busy_s[rank] = self.busy_s.get(rank, 0.0) + wall_s
-        self.results_by_rank[rank] += 1
         self.execs += execs
         self.solver_s += solver_s
 

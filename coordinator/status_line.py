@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -10,6 +11,15 @@ from typing import TextIO
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
+
+
+# `symfence run` sets this when it is on a terminal: under mpiexec, rank 0's stdout is a pipe
+# that the launcher copies to that terminal, so isatty() alone would say no.
+TTY_ENV = "SYMFENCE_TTY"
+
+
+def on_terminal(stream: TextIO) -> bool:
+    return stream.isatty() or os.environ.get(TTY_ENV) == "1"
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,9 @@ class StatusLine:
         self.every_s = every_s
         self._last = 0.0
         self._live: Live | None = None
-        if enabled and stream.isatty():
-            self._live = Live(Text(""), console=Console(file=stream), refresh_per_second=4, transient=False)
+        if enabled and on_terminal(stream):
+            console = Console(file=stream, force_terminal=True)
+            self._live = Live(Text(""), console=console, refresh_per_second=4, transient=False)
             self._live.start()
 
     def update(self, snap: Snapshot) -> None:

@@ -50,6 +50,6 @@ def test_status_reports_journal_and_counters(faulty_run):
     s = faulty_run.stats()
     assert "0 pending, 0 leased, 60 done, 0 failed" in r.stdout
     assert "ended cleanly" in r.stdout
-    assert f"quarantined_stale" in r.stdout and s["quarantined_stale"] in r.stdout
+    assert "quarantined_stale" in r.stdout and s["quarantined_stale"] in r.stdout
     r = symfence("status", str(faulty_run.out / "nope"))
     assert r.returncode == 1 and r.stderr.count("\n") == 1
