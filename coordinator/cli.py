@@ -140,7 +140,14 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
 
 
 def _worker_rank(comm, peers) -> int:
+    import signal
+
     from coordinator import log as logsetup
+
+    # mpiexec forwards Ctrl-C / SIGTERM to every rank; the coordinator turns it into a drain
+    # and a STOP, so a worker must not die of it mid-task.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from worker.endpoint import Endpoint
     from worker.loop import Worker
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
@@ -77,7 +77,8 @@ class Run:
 def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, timeout_s: float = 120,
                  extra_args: list[str] | None = None, out: Path | None = None,
                  env: dict[str, str] | None = None, mpiexec_args: list[str] | None = None,
-                 mpiexec: str | None = None, python: str | None = None) -> Run:
+                 mpiexec: str | None = None, python: str | None = None,
+                 on_start: Callable[[subprocess.Popen], None] | None = None) -> Run:
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
@@ -85,6 +86,8 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
            "--out", str(out), "--no-status", *(extra_args or [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    if on_start is not None:
+        on_start(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -60,3 +60,44 @@ def test_coordinator_killed_and_resumed_loses_nothing(tmp_path):
 
     resumed = [e for e in final.events() if e["event"] == "campaign.resumed"]
     assert len(resumed) == killed
+
+
+def test_ctrl_c_drains_stops_cleanly_and_resume_finishes(tmp_path):
+    """SIGINT to the whole job (what a terminal's Ctrl-C does): the coordinator drains, stops
+    the workers (which ignore the signal themselves) and writes everything; --resume finishes."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from tests.mpi_helpers import read_committed
+
+    seeds = 2000
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 2.0})
+    out = tmp_path / "out"
+
+    def interrupt(proc) -> None:
+        def wait_and_signal() -> None:
+            deadline = time.monotonic() + 60
+            while read_committed(out) < 200 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            os.killpg(proc.pid, signal.SIGINT)
+
+        threading.Thread(target=wait_and_signal, daemon=True).start()
+
+    run = run_campaign(tmp_path, cfg, ranks=3, out=out, on_start=interrupt)
+    assert run.code == 0, run.stderr[-3000:]
+    assert "campaign finished: signal SIGINT" in run.stdout and "VIOLATED" not in run.stdout
+    first = int(run.stats()["committed"])
+    assert 200 <= first < seeds
+    journal = Journal.read_only(out / "journal.sqlite")
+    assert journal.runs()[-1].clean and journal.snapshot().done == first
+    journal.close()
+
+    final = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"])
+    assert final.code == 0, final.stderr[-3000:]
+    assert "work exhausted" in final.stdout
+    assert int(final.stats()["committed"]) == seeds - first  # nothing run twice
+    journal = Journal.read_only(out / "journal.sqlite")
+    assert journal.snapshot().done == seeds
+    journal.close()
