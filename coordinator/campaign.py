@@ -164,7 +164,7 @@ class Coordinator:
                 entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
                                         new_bits=0, found_s=0.0, work_id=wid, target=target))
         for e in self.journal.add_seeds(entries):
-            self.scheduler.add(WorkItem(e.work_id, e.data, e.sha256, e.target, 0, e.queue_id, 0, seed=True))
+            self.scheduler.add(WorkItem.from_record(e))
         self.stats.corpus = self.journal.corpus_count()
         self._flush()  # seeds are durable (and in queue/) before the first dispatch
 
@@ -175,8 +175,7 @@ class Coordinator:
             self.coverage = CoverageMap.from_bytes(blob)
         pending = self.journal.pending_work()
         for w in pending:
-            self.scheduler.requeue(WorkItem(w.work_id, w.data, w.sha256, w.target, w.bound,
-                                            w.queue_id, w.new_bits, w.origin == "seed", w.attempts))
+            self.scheduler.requeue(WorkItem.from_record(w))
         self.scheduler.known |= self.journal.known_work_ids()
         self.stats.corpus = self.journal.corpus_count()
         restored = self._restore_files()
@@ -397,7 +396,7 @@ class Coordinator:
         self._merge_trace(result.trace)
         findings: list[NewFinding] = []
         if result.status in (Status.CRASH, Status.HANG):
-            self._finding(findings, result.status, item.data, result.error, item, found_s)
+            self._finding(findings, result.status, item.data, item.sha256, result.error, item, found_s)
         elif result.status is Status.ERROR:
             log.warning("task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
@@ -406,7 +405,7 @@ class Coordinator:
             if sha != c.sha256:
                 st.triage_rejected["bad_sha256"] += 1
             elif c.kind in (Status.CRASH, Status.HANG):
-                self._finding(findings, c.kind, c.data, c.detail, item, found_s)
+                self._finding(findings, c.kind, c.data, sha, c.detail, item, found_s)
             elif (bits := self._merge_trace(c.trace)) is None:
                 continue
             elif bits == 0:
@@ -425,7 +424,7 @@ class Coordinator:
             return
         st.triage_rejected["duplicate_input"] += receipt.skipped_entries
         for e in receipt.entries:
-            self.scheduler.add(WorkItem(e.work_id, e.data, e.sha256, e.target, e.bound, e.queue_id, e.new_bits))
+            self.scheduler.add(WorkItem.from_record(e))
         st.corpus += len(receipt.entries)
         for f in receipt.findings:
             log.warning(f"finding.{f.kind.value}", finding_id=f.finding_id, target=item.target,
@@ -442,7 +441,7 @@ class Coordinator:
             return None
         return self.coverage.merge(trace)
 
-    def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, detail: str,
+    def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, sha: str, detail: str,
                  item: WorkItem, found_s: float) -> None:
         if kind is Status.CRASH:
             self.stats.crashes_total += 1
@@ -451,7 +450,7 @@ class Coordinator:
                 self.stats.triage_rejected["known_crash"] += 1
                 return
             self.crash_signatures.add(sig)
-        findings.append(NewFinding(kind=kind.value, sha256=sha256_hex(data), data=data, detail=detail,
+        findings.append(NewFinding(kind=kind.value, sha256=sha, data=data, detail=detail,
                                    found_s=found_s, target=item.target))
 
     def _on_control(self, source: Rank, frame: bytes) -> None:

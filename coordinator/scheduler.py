@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.ids import WorkId
 
@@ -20,6 +21,12 @@ class WorkItem:
     new_bits: int = 0  # what the input that made this item found: 2 new edge, 1 new counts
     seed: bool = False
     attempts: int = 0
+
+    @classmethod
+    def from_record(cls, rec: Any) -> WorkItem:
+        """From a journal corpus entry or pending-work view (both name their input's origin)."""
+        return cls(rec.work_id, rec.data, rec.sha256, rec.target, rec.bound, rec.queue_id, rec.new_bits,
+                   rec.origin == "seed", getattr(rec, "attempts", 0))
 
 
 class Scheduler:
