@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import save  # noqa: E402
 from examples import checksum, magic_header, tlv  # noqa: E402
-from protocol.coverage import CoverageMap  # noqa: E402
-from worker.concolic.execution import execute  # noqa: E402
-from worker.concolic.instrument import load_target  # noqa: E402
-from worker.executors.base import ExitKind, Task  # noqa: E402
-from worker.executors.concolic import ConcolicExecutor  # noqa: E402
+from symfence.protocol.coverage import CoverageMap  # noqa: E402
+from symfence.worker.concolic.execution import execute  # noqa: E402
+from symfence.worker.concolic.instrument import load_target  # noqa: E402
+from symfence.worker.executors.base import ExitKind, Task  # noqa: E402
+from symfence.worker.executors.concolic import ConcolicExecutor  # noqa: E402
 
 # Inputs that pass every check but the last one, so each run walks the deepest path.
 DEEP_INPUTS = {

@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.common import campaign, save
 from bench.random_baseline import ROOT, run_baseline
-from worker.concolic.execution import own_alarm_signal
+from symfence.worker.concolic.execution import own_alarm_signal
 
 
 def _short(spec: str) -> str:

@@ -26,8 +26,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator.journal import Journal, NewEntry  # noqa: E402
-from protocol.ids import sha256_hex, work_id_for  # noqa: E402
+from symfence.coordinator.journal import Journal, NewEntry  # noqa: E402
+from symfence.protocol.ids import sha256_hex, work_id_for  # noqa: E402
 
 ENTRY_BYTES = 100
 SEEDS = 64

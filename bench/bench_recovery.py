@@ -70,8 +70,8 @@ def worker_loss(tmp: Path, mode: str) -> tuple[float, float, int]:
 
 
 def abort_cost() -> dict[str, float]:
-    from worker.executors.base import Task
-    from worker.executors.concolic import ConcolicExecutor
+    from symfence.worker.executors.base import Task
+    from symfence.worker.executors.concolic import ConcolicExecutor
 
     opts = {"exec_timeout_s": 60.0}
     slow = Task("0" * 64, "1" * 64, b"\x01", "bench.slow_target:target", 0, opts)

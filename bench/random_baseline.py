@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from protocol.coverage import CoverageMap
-from worker.concolic.execution import ExecTimeout, execute, own_alarm_signal, time_limit
-from worker.concolic.instrument import load_target
-from worker.executors.base import ExitKind
+from symfence.protocol.coverage import CoverageMap
+from symfence.worker.concolic.execution import ExecTimeout, execute, own_alarm_signal, time_limit
+from symfence.worker.concolic.instrument import load_target
+from symfence.worker.executors.base import ExitKind
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = b"\x00"

@@ -17,21 +17,21 @@ from typing import Any, Callable
 
 import structlog
 
-from coordinator import failpoints
-from coordinator.config import Config
-from coordinator.inflight import InFlight, Revocation
-from coordinator.journal import Journal, NewEntry, NewFinding
-from coordinator.outputs import OutputDir, crash_signature
-from coordinator.pump import Inbound, Pump
-from coordinator.scheduler import Scheduler, WorkItem
-from coordinator.stats import PLOT_HEADER, Stats, plot_row, render_stats, write_atomic
-from coordinator.status_line import Snapshot, StatusLine
-from protocol.codec import Limits, RemoteProtocolError, decode_control, encode
-from protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
-from protocol.fence import Verdict, classify
-from protocol.ids import DispatchToken, Rank, TokenMinter, sha256_hex, work_id_for
-from protocol.messages import Control, ControlKind, Result, Status, Tag, Work
-from protocol.reasons import Reason
+from symfence.coordinator import failpoints
+from symfence.coordinator.config import Config
+from symfence.coordinator.inflight import InFlight, Revocation
+from symfence.coordinator.journal import Journal, NewEntry, NewFinding
+from symfence.coordinator.outputs import OutputDir, crash_signature
+from symfence.coordinator.pump import Inbound, Pump
+from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.coordinator.stats import PLOT_HEADER, Stats, plot_row, render_stats, write_atomic
+from symfence.coordinator.status_line import Snapshot, StatusLine
+from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, encode
+from symfence.protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
+from symfence.protocol.fence import Verdict, classify
+from symfence.protocol.ids import DispatchToken, Rank, TokenMinter, sha256_hex, work_id_for
+from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag, Work
+from symfence.protocol.reasons import Reason
 
 log = structlog.get_logger()
 

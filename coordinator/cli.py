@@ -8,7 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from coordinator.config import ConfigError, load
+import symfence
+from symfence.coordinator.config import ConfigError, load
 
 EXIT_CONFIG = 2
 MPI_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
@@ -56,9 +57,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
     if mpiexec is None:
         return fail("mpiexec not found (pip install mpich, or put your MPI's mpiexec on PATH)", 1)
-    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "coordinator", *forwarded]
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "symfence.coordinator", *forwarded]
     if sys.stdout.isatty():
-        from coordinator.status_line import TTY_ENV
+        from symfence.coordinator.status_line import TTY_ENV
 
         os.environ[TTY_ENV] = "1"  # rank 0 draws the live status line through mpiexec
         os.environ.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
@@ -70,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def mpi_main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m coordinator", description="one rank of a symfence campaign")
+    p = argparse.ArgumentParser(prog="python -m symfence.coordinator", description="one rank of a symfence campaign")
     p.add_argument("--config", required=True)
     _run_args(p)
     args = p.parse_args(argv)
@@ -90,8 +91,8 @@ def mpi_main(argv: list[str] | None = None) -> int:
 def _stop_workers(comm) -> None:
     from mpi4py import MPI
 
-    from protocol.codec import encode
-    from protocol.messages import Control, ControlKind, Tag
+    from symfence.protocol.codec import encode
+    from symfence.protocol.messages import Control, ControlKind, Tag
 
     frame = encode(Control(ControlKind.STOP))
     for rank in range(1, comm.Get_size()):
@@ -114,11 +115,11 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
 
     import uvloop
 
-    from coordinator import log as logsetup
-    from coordinator.campaign import Coordinator
-    from coordinator.journal import Journal, JournalError
-    from coordinator.outputs import OutputDir
-    from coordinator.status_line import StatusLine
+    from symfence.coordinator import log as logsetup
+    from symfence.coordinator.campaign import Coordinator
+    from symfence.coordinator.journal import Journal, JournalError
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.status_line import StatusLine
 
     out = OutputDir(out_path)
     handle = logsetup.configure(out.logs / "coordinator.jsonl", verbose=args.verbose, rank=0)
@@ -142,14 +143,14 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
 def _worker_rank(comm, peers) -> int:
     import signal
 
-    from coordinator import log as logsetup
+    from symfence.coordinator import log as logsetup
 
     # mpiexec forwards Ctrl-C / SIGTERM to every rank; the coordinator turns it into a drain
     # and a STOP, so a worker must not die of it mid-task.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from worker.endpoint import Endpoint
-    from worker.loop import Worker
+    from symfence.worker.endpoint import Endpoint
+    from symfence.worker.loop import Worker
 
     handles = []
 
@@ -182,6 +183,7 @@ def _finalize_with_watchdog(timeout_s: float = 15.0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="symfence", description="pipelined MPI coordinator for distributed concolic execution")
+    p.add_argument("--version", action="version", version=f"symfence {symfence.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run (or resume) a campaign; launches mpiexec unless already under MPI")
     run.add_argument("config", help="campaign TOML file, e.g. configs/demo.toml")
@@ -200,10 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return cmd_run(args)
     if args.command == "logs":
-        from coordinator.logtail import run_logs
+        from symfence.coordinator.logtail import run_logs
 
         return run_logs(args)
-    from coordinator.status_report import StatusError, render_status
+    from symfence.coordinator.status_report import StatusError, render_status
 
     try:
         print(render_status(Path(args.outdir)))

@@ -12,8 +12,8 @@ import heapq
 from dataclasses import dataclass
 from typing import Iterator
 
-from protocol.ids import DispatchToken, Rank, WorkId
-from protocol.window import RecentTokens
+from symfence.protocol.ids import DispatchToken, Rank, WorkId
+from symfence.protocol.window import RecentTokens
 
 
 class Revocation(str, enum.Enum):

@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
-from protocol.ids import DispatchToken, WorkId
-from protocol.messages import Status
+from symfence.protocol.ids import DispatchToken, WorkId
+from symfence.protocol.messages import Status
 
 JOURNAL_NAME = "journal.sqlite"
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from coordinator.status_line import on_terminal
+from symfence.coordinator.status_line import on_terminal
 
 # High-volume events stay out of the console (the status line counts them); they are all in
 # the JSON file, where `symfence logs` filters them.

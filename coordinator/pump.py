@@ -23,7 +23,7 @@ from typing import Callable
 
 from mpi4py import MPI
 
-from protocol.backoff import Backoff
+from symfence.protocol.backoff import Backoff
 
 
 FAILURE_CLASSES = frozenset({MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED})

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.ids import WorkId
+from symfence.protocol.ids import WorkId
 
 
 @dataclass(frozen=True, slots=True)

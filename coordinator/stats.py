@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.reasons import QuarantineCounters, Reason
+from symfence.protocol.reasons import QuarantineCounters, Reason
 
 
 @dataclass

@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from coordinator.journal import (
+from symfence.coordinator.journal import (
     JOURNAL_NAME,
     Journal,
     JournalError,
     JournalNotFoundError,
     RunRecord,
 )
-from coordinator.stats import read_stats
+from symfence.coordinator.stats import read_stats
 
 STATS_NAME = "fuzzer_stats"
 QUARANTINE_PREFIX = "quarantined_"

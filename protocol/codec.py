@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping
 
 import msgpack
 
-from protocol.ids import DispatchToken, WorkId, is_valid_token
-from protocol.messages import (
+from symfence.protocol.ids import DispatchToken, WorkId, is_valid_token
+from symfence.protocol.messages import (
     PROTOCOL_VERSION,
     Candidate,
     Control,
@@ -24,7 +24,7 @@ from protocol.messages import (
     Status,
     Work,
 )
-from protocol.reasons import Reason
+from symfence.protocol.reasons import Reason
 
 
 @dataclass(frozen=True)

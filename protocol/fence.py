@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from protocol.codec import DEFAULT_LIMITS, Limits, RemoteProtocolError, decode_result
-from protocol.ids import DispatchToken, Rank
-from protocol.messages import Result
-from protocol.reasons import Reason
+from symfence.protocol.codec import DEFAULT_LIMITS, Limits, RemoteProtocolError, decode_result
+from symfence.protocol.ids import DispatchToken, Rank
+from symfence.protocol.messages import Result
+from symfence.protocol.reasons import Reason
 
 
 class FenceView(Protocol):

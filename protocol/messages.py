@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from protocol.ids import DispatchToken, WorkId
+from symfence.protocol.ids import DispatchToken, WorkId
 
 PROTOCOL_VERSION = 1
 

@@ -23,7 +23,7 @@ OMPI_PYTHON = str(OMPI_BIN / "python")
 def read_committed(out: Path) -> int:
     """The `committed` counter of a running campaign's fuzzer_stats (0 before the first write)."""
     try:
-        from coordinator.stats import read_stats
+        from symfence.coordinator.stats import read_stats
 
         return int(read_stats(out / "fuzzer_stats").get("committed", 0))
     except (OSError, ValueError):
@@ -62,7 +62,7 @@ class Run:
     out: Path
 
     def stats(self) -> dict[str, str]:
-        from coordinator.stats import read_stats
+        from symfence.coordinator.stats import read_stats
 
         return read_stats(self.out / "fuzzer_stats")
 
@@ -82,7 +82,7 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
-    cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable, "-m", "coordinator", "--config", str(config),
+    cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable, "-m", "symfence.coordinator", "--config", str(config),
            "--out", str(out), "--no-status", *(extra_args or [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})

@@ -1,4 +1,4 @@
-from protocol.backoff import Backoff
+from symfence.protocol.backoff import Backoff
 
 
 def test_spins_then_doubles_to_cap_and_resets():

@@ -16,11 +16,11 @@ import pytest
 import z3
 
 from examples import checksum, magic_header, tlv
-from protocol.coverage import CoverageMap, edges_from_sites
-from worker.concolic.engine import ConcolicEngine
-from worker.concolic.execution import execute
-from worker.concolic.instrument import instrument_source, load_target
-from worker.concolic.symbolic import (
+from symfence.protocol.coverage import CoverageMap, edges_from_sites
+from symfence.worker.concolic.engine import ConcolicEngine
+from symfence.worker.concolic.execution import execute
+from symfence.worker.concolic.instrument import instrument_source, load_target
+from symfence.worker.concolic.symbolic import (
     Recorder,
     SymBool,
     SymInt,
@@ -29,7 +29,7 @@ from worker.concolic.symbolic import (
     sym_from_bytes,
     sym_len,
 )
-from worker.executors.base import ExitKind, Outcome, Task
+from symfence.worker.executors.base import ExitKind, Outcome, Task
 
 _counter = itertools.count()
 

@@ -12,9 +12,9 @@ from typing import Iterator
 
 import pytest
 
-from worker.concolic.engine import ConcolicEngine
-from worker.executors.base import ExitKind, Outcome, Task
-from worker.executors.concolic import ConcolicExecutor
+from symfence.worker.concolic.engine import ConcolicEngine
+from symfence.worker.executors.base import ExitKind, Outcome, Task
+from symfence.worker.executors.concolic import ConcolicExecutor
 
 _counter = itertools.count()
 

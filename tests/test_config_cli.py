@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from coordinator.config import ConfigError, load, parse
+from symfence.coordinator.config import ConfigError, load, parse
 from tests.mpi_helpers import ROOT
 
 
@@ -43,7 +43,7 @@ def test_shipped_configs_are_valid():
 
 
 def _symfence(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-c", "import sys; from coordinator.cli import main; sys.exit(main())", *args],
+    return subprocess.run([sys.executable, "-c", "import sys; from symfence.coordinator.cli import main; sys.exit(main())", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=60)
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.coverage import (
+from symfence.protocol.coverage import (
     MAP_SIZE,
     CoverageMap,
     bucket,

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import config as config_mod
+from symfence.coordinator import config as config_mod
 from examples import keyvalue, opcode_vm
-from protocol.coverage import CoverageMap
-from worker.concolic.engine import ConcolicEngine
-from worker.concolic.instrument import load_target
-from worker.executors.base import ExitKind, Task
+from symfence.protocol.coverage import CoverageMap
+from symfence.worker.concolic.engine import ConcolicEngine
+from symfence.worker.concolic.instrument import load_target
+from symfence.worker.executors.base import ExitKind, Task
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONS = {"exec_timeout_s": 1.0, "solver_timeout_ms": 200, "max_branches": 2000, "max_candidates": 64}

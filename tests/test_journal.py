@@ -22,7 +22,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from coordinator.journal import (
+from symfence.coordinator.journal import (
     RECOVERY_REASON,
     FindingKind,
     Journal,
@@ -36,8 +36,8 @@ from coordinator.journal import (
     NewFinding,
     WorkState,
 )
-from protocol.ids import TokenMinter, derive_token, sha256_hex, work_id_for
-from protocol.messages import Status
+from symfence.protocol.ids import TokenMinter, derive_token, sha256_hex, work_id_for
+from symfence.protocol.messages import Status
 
 EPOCH = bytes(range(32))
 

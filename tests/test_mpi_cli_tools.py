@@ -23,7 +23,7 @@ def faulty_run(tmp_path_factory):
 
 
 def symfence(*args):
-    return subprocess.run([sys.executable, "-c", "import sys; from coordinator.cli import main; sys.exit(main())",
+    return subprocess.run([sys.executable, "-c", "import sys; from symfence.coordinator.cli import main; sys.exit(main())",
                            *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 

@@ -6,9 +6,9 @@ import collections
 
 import pytest
 
-from coordinator.config import FAULT_KINDS
+from symfence.coordinator.config import FAULT_KINDS
 from tests.mpi_helpers import run_campaign, synthetic_cfg
-from worker.faults import EXPECTED_REASON, WORK_FAULTS
+from symfence.worker.faults import EXPECTED_REASON, WORK_FAULTS
 
 pytestmark = pytest.mark.mpi
 

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from coordinator.journal import Journal
+from symfence.coordinator.journal import Journal
 from tests.mpi_helpers import run_campaign, synthetic_cfg
 
 pytestmark = pytest.mark.mpi

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal import Journal
+from symfence.coordinator.journal import Journal
 from tests.mpi_helpers import OMPI_MPIEXEC, OMPI_PYTHON, read_committed, run_campaign, synthetic_cfg
 
 pytestmark = pytest.mark.mpi

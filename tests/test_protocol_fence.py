@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from protocol.codec import Limits, RemoteProtocolError, decode_control, decode_result, decode_work, encode, encode_map, result_to_map
-from protocol.fence import classify
-from protocol.ids import derive_token, sha256_hex
-from protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Work
-from protocol.reasons import QUARANTINE_REASONS, QuarantineCounters, Reason
+from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, decode_result, decode_work, encode, encode_map, result_to_map
+from symfence.protocol.fence import classify
+from symfence.protocol.ids import derive_token, sha256_hex
+from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Work
+from symfence.protocol.reasons import QUARANTINE_REASONS, QuarantineCounters, Reason
 
 EPOCH = bytes(range(32))
 T1 = derive_token(EPOCH, 1, 1)  # in flight on rank 1

@@ -6,9 +6,9 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import decode_control, decode_work, RemoteProtocolError
-from protocol.fence import classify
-from protocol.reasons import Reason
+from symfence.protocol.codec import decode_control, decode_work, RemoteProtocolError
+from symfence.protocol.fence import classify
+from symfence.protocol.reasons import Reason
 
 from tests.test_protocol_fence import View, frame, T1
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from protocol.ids import TokenMinter, derive_token, is_valid_token, work_id_for
+from symfence.protocol.ids import TokenMinter, derive_token, is_valid_token, work_id_for
 
 EPOCH = bytes(range(32))
 

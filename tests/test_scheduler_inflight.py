@@ -1,11 +1,11 @@
 """Scheduler order and uniqueness; the in-flight map, its windows and deadlines (no MPI)."""
 
-from coordinator.inflight import InFlight, Revocation
-from coordinator.scheduler import Scheduler, WorkItem
-from protocol.fence import classify_result
-from protocol.ids import derive_token
-from protocol.messages import Result, Status
-from protocol.reasons import Reason
+from symfence.coordinator.inflight import InFlight, Revocation
+from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.protocol.fence import classify_result
+from symfence.protocol.ids import derive_token
+from symfence.protocol.messages import Result, Status
+from symfence.protocol.reasons import Reason
 
 E = bytes(32)
 

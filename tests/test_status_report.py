@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal import FindingKind, Journal, NewEntry, NewFinding
-from coordinator.status_report import StatusError, render_status
-from protocol.ids import derive_token, sha256_hex, work_id_for
+from symfence.coordinator.journal import FindingKind, Journal, NewEntry, NewFinding
+from symfence.coordinator.status_report import StatusError, render_status
+from symfence.protocol.ids import derive_token, sha256_hex, work_id_for
 
 EPOCH = bytes(range(32))
 

@@ -30,10 +30,10 @@ from typing import Any
 import msgpack
 import structlog
 
-from protocol.codec import encode_map, result_to_map
-from protocol.ids import DispatchToken, WorkId
-from protocol.messages import PROTOCOL_VERSION, Result, Status, Tag
-from worker.endpoint import Endpoint
+from symfence.protocol.codec import encode_map, result_to_map
+from symfence.protocol.ids import DispatchToken, WorkId
+from symfence.protocol.messages import PROTOCOL_VERSION, Result, Status, Tag
+from symfence.worker.endpoint import Endpoint
 
 log = structlog.get_logger()
 

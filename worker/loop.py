@@ -17,16 +17,16 @@ from typing import Any, Callable
 
 import structlog
 
-from protocol.backoff import Backoff
-from protocol.codec import RemoteProtocolError, decode_control, decode_work, encode
-from protocol.coverage import CoverageMap, pack_trace
-from protocol.ids import DispatchToken, sha256_hex
-from protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
-from worker.endpoint import Endpoint
-from worker.executors import make_executor
-from worker.executors.base import Executor, Outcome, Task
-from worker.faults import FaultInjector
-from worker.sender import ResultSender
+from symfence.protocol.backoff import Backoff
+from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work, encode
+from symfence.protocol.coverage import CoverageMap, pack_trace
+from symfence.protocol.ids import DispatchToken, sha256_hex
+from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
+from symfence.worker.endpoint import Endpoint
+from symfence.worker.executors import make_executor
+from symfence.worker.executors.base import Executor, Outcome, Task
+from symfence.worker.faults import FaultInjector
+from symfence.worker.sender import ResultSender
 
 log = structlog.get_logger()
 COORDINATOR = 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from protocol.codec import encode_map, result_to_map
-from protocol.ids import DispatchToken, is_valid_token
-from protocol.messages import Result
+from symfence.protocol.codec import encode_map, result_to_map
+from symfence.protocol.ids import DispatchToken, is_valid_token
+from symfence.protocol.messages import Result
 
 
 class ResultSender:

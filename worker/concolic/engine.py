@@ -26,11 +26,11 @@ from typing import Mapping, Protocol
 
 import z3
 
-from worker.concolic.execution import Run, execute
-from worker.concolic.instrument import Target, TargetLoadError, load_target
-from worker.concolic.options import EngineOptions
-from worker.concolic.symbolic import LENGTH_BIT, InputVariables
-from worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.concolic.execution import Run, execute
+from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target
+from symfence.worker.concolic.options import EngineOptions
+from symfence.worker.concolic.symbolic import LENGTH_BIT, InputVariables
+from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
 

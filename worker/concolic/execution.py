@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from protocol.coverage import edges_from_sites
-from worker.concolic.instrument import Target
-from worker.concolic.symbolic import InputVariables, Recorder, make_input, recording
-from worker.executors.base import ExitKind
+from symfence.protocol.coverage import edges_from_sites
+from symfence.worker.concolic.instrument import Target
+from symfence.worker.concolic.symbolic import InputVariables, Recorder, make_input, recording
+from symfence.worker.executors.base import ExitKind
 
 _REARM_S = 0.1
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -18,7 +18,7 @@ import sys
 import types
 from typing import Callable
 
-from worker.concolic.symbolic import sym_from_bytes, sym_int, sym_len
+from symfence.worker.concolic.symbolic import sym_from_bytes, sym_int, sym_len
 
 Target = Callable[[bytes], object]
 

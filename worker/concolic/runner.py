@@ -1,6 +1,6 @@
 """Child-process side of the concolic executor: runs the tasks its parent sends over a pipe.
 
-Started as ``python -m worker.concolic.runner FD_IN FD_OUT`` by
+Started as ``python -m symfence.worker.concolic.runner FD_IN FD_OUT`` by
 ``worker.executors.concolic.ConcolicExecutor``. Messages are pickled tuples on
 ``multiprocessing.connection.Connection`` framing (both ends are our own local processes; the
 MPI wire never carries pickle):
@@ -23,9 +23,9 @@ import time
 from multiprocessing.connection import Connection
 from typing import Mapping
 
-from worker.concolic.engine import ConcolicEngine
-from worker.concolic.execution import own_alarm_signal
-from worker.executors.base import CandidateOut
+from symfence.worker.concolic.engine import ConcolicEngine
+from symfence.worker.concolic.execution import own_alarm_signal
+from symfence.worker.executors.base import CandidateOut
 
 
 class PipeProgress:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from worker.executors.base import Executor
+from symfence.worker.executors.base import Executor
 
 
 def make_executor(name: str) -> Executor:
     if name == "synthetic":
-        from worker.executors.synthetic import SyntheticExecutor
+        from symfence.worker.executors.synthetic import SyntheticExecutor
 
         return SyntheticExecutor()
     if name == "concolic":
-        from worker.executors.concolic import ConcolicExecutor
+        from symfence.worker.executors.concolic import ConcolicExecutor
 
         return ConcolicExecutor()
     raise ValueError(f"unknown executor {name!r}")

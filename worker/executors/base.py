@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
-from protocol.messages import Status
+from symfence.protocol.messages import Status
 
 
 # How one execution (or one task) ended; the same enum as the wire's status.

@@ -1,6 +1,6 @@
 """The concolic Executor: runs tasks in a long-lived child process that may crash, hang or be killed.
 
-One child per executor (``python -m worker.concolic.runner``) keeps the engine, its solved-query
+One child per executor (``python -m symfence.worker.concolic.runner``) keeps the engine, its solved-query
 memo and the instrumented targets warm, so an execution costs a function call, not an
 interpreter. The child limits each execution itself (``setitimer``) and streams what it is
 doing; the parent only polls the pipe, and as a backstop kills and replaces the child when an
@@ -25,8 +25,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from worker.concolic.options import EngineOptions
-from worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.concolic.options import EngineOptions
+from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 
 _REPO_ROOT = str(Path(__file__).resolve().parents[2])
 _MPI_ENV_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "HYDI_", "MPIR_", "PRTE_", "I_MPI_",
@@ -73,7 +73,7 @@ class _Child:
         from_child_r, from_child_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [python, "-m", "worker.concolic.runner", str(to_child_r), str(from_child_w)],
+                [python, "-m", "symfence.worker.concolic.runner", str(to_child_r), str(from_child_w)],
                 pass_fds=(to_child_r, from_child_w), env=_child_env(),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if quiet else None, start_new_session=True,

@@ -7,7 +7,7 @@ import os
 import random
 import time
 
-from worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 
 EDGE_SPACE = 4096  # candidates' fake edges fall in a small space so coverage saturates
 
