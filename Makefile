@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 OSTAMP := $(OMPI)/.installed-stamp
 OUT    ?= out/demo
 
-.PHONY: demo synthetic test bench clean
+.PHONY: demo synthetic test bench clean afl
 
 # The main venv: MPICH from PyPI.
 $(STAMP): pyproject.toml
@@ -33,7 +33,14 @@ synthetic: $(STAMP)
 	rm -rf out/synthetic
 	$(BIN)/symfence run configs/synthetic.toml --out out/synthetic
 
-test: $(STAMP) $(OSTAMP)
+# AFL++ (Debian's afl++, with clang) for the native and AFL++-compatibility tests: installed
+# when missing and we are root with apt; otherwise those tests are skipped and say why.
+afl:
+	@command -v afl-fuzz >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq afl++ >/dev/null) \
+	  || echo "make: afl++ could not be installed (needs root and apt): AFL++ tests will be skipped"; }
+
+test: $(STAMP) $(OSTAMP) afl
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
