@@ -153,9 +153,11 @@ class Coordinator:
         return not self._stop.is_set()
 
     def _seed(self) -> None:
-        if self.journal.corpus_count():
+        resuming = bool(self.journal.corpus_count())
+        if resuming:
             self._resume()
-            return
+        # Every (target, seed) pair the journal does not know yet: all of them on a fresh
+        # campaign; on a resume, those of targets or seed files added to the config since.
         entries = []
         for target in self.cfg["campaign.targets"]:
             for data in load_seeds(self.cfg):
@@ -163,8 +165,11 @@ class Coordinator:
                 wid = work_id_for(self.executor, target, sha, 0, self.options)
                 entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
                                         new_bits=0, found_s=0.0, work_id=wid, target=target))
-        for e in self.journal.add_seeds(entries):
+        added = self.journal.add_seeds(entries)
+        for e in added:
             self.scheduler.add(WorkItem.from_record(e))
+        if resuming and added:
+            log.info("campaign.seeds_added", seeds=len(added), targets=sorted({e.target for e in added}))
         self.stats.corpus = self.journal.corpus_count()
         self._flush()  # seeds are durable (and in queue/) before the first dispatch
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import symfence
 from symfence.coordinator.config import ConfigError, load
+from symfence.coordinator.preflight import CHECKED_ENV, PreflightError, preflight, targets_digest
 
 EXIT_CONFIG = 2
 MPI_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
@@ -49,6 +50,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     problem = check_outdir(out, args.resume)
     if problem:
         return fail(problem)
+    try:
+        preflight(cfg, out, resume=args.resume)
+    except PreflightError as exc:
+        return fail(str(exc))
+    os.environ[CHECKED_ENV] = targets_digest(cfg)  # rank 0 need not import them again
     forwarded = ["--config", str(args.config)] + (["--out", str(out)]) + (["--resume"] if args.resume else []) \
         + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else [])
     if any(v in os.environ for v in MPI_ENV):
@@ -110,9 +116,15 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
     if problem:
         _stop_workers(comm)
         return fail(problem)
+    try:
+        changes = preflight(cfg, out_path, resume=args.resume)
+    except PreflightError as exc:
+        _stop_workers(comm)
+        return fail(str(exc))
     if comm.Get_size() < 2:
         return fail("a campaign needs at least 2 ranks (1 coordinator + workers): mpiexec -n 3 ...", 1)
 
+    import structlog
     import uvloop
 
     from symfence.coordinator import log as logsetup
@@ -129,6 +141,12 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
     except JournalError as exc:
         _stop_workers(comm)
         return fail(str(exc))
+    from symfence.coordinator.preflight import save_snapshot
+
+    if changes.added_targets or changes.changed_keys:
+        structlog.get_logger().info("campaign.config_changed", added_targets=list(changes.added_targets),
+                                    changed=list(changes.changed_keys))
+    save_snapshot(cfg, out.root)  # what this run uses; the next --resume compares against it
     status = StatusLine(enabled=not args.no_status)
     coordinator = Coordinator(cfg, comm, out, journal, status=status)
     journal.begin_run(coordinator.minter.epoch.hex())

@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-EXECUTORS = ("synthetic", "concolic")
+# The executor a config with `targets` but no `executor` gets: the Python (concolic) engine.
+# The synthetic executor is for benchmarks and tests and must be asked for by name.
+DEFAULT_PYTHON_EXECUTOR = "concolic"
+# Executors whose targets are Python `module.path:function` specs (imported and checked up front).
+PYTHON_EXECUTORS = ("concolic",)
+EXECUTORS = ("synthetic", *PYTHON_EXECUTORS)
 FAULT_KINDS = (
     "duplicate",
     "stale",
@@ -78,16 +83,24 @@ def _str_list(key: str, v: Any) -> list[str]:
 
 
 def _options(key: str, v: Any) -> dict[str, Any]:
-    if type(v) is not dict or not all(type(x) in (str, int, float, bool) for x in v.values()):
+    if type(v) is not dict:
         raise ConfigError(key, "must be a table of scalar values")
+    # The engine's own option table (z3-free): unknown keys and wrong types are errors here,
+    # before anything is launched, not task errors later.
+    from symfence.worker.concolic.options import EngineOptions, OptionError
+
+    try:
+        EngineOptions.check(v)
+    except OptionError as exc:
+        raise ConfigError(f"{key}.{exc.key}", exc.reason) from None
     return dict(v)
 
 
 SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "campaign": {
         "name": ("campaign", _str()),
-        "executor": ("synthetic", _str(EXECUTORS)),
-        "targets": (["synthetic"], _str_list),
+        "executor": (DEFAULT_PYTHON_EXECUTOR, _str(EXECUTORS)),
+        "targets": ([], _str_list),  # synthetic: ["synthetic"]; Python executors: module:function
         "seeds": ("", _str()),  # directory of seed files; "" = the executor's built-in seeds
         "output": ("out/campaign", _str()),
         "duration_s": (60.0, _float(0)),  # 0 = until work is exhausted
@@ -178,12 +191,33 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
             key: check(f"{section}.{key}", table[key]) if key in table else default
             for key, (default, check) in keys.items()
         }
+    campaign = values["campaign"]
+    if campaign["executor"] == "synthetic" and not campaign["targets"]:
+        campaign["targets"] = ["synthetic"]
     cfg = Config(values, path, path.parent if path else Path.cwd())
-    if cfg["campaign.executor"] == "concolic" and cfg["campaign.targets"] == ["synthetic"]:
-        raise ConfigError("campaign.targets", "the concolic executor needs module:function targets")
-    if not cfg["campaign.targets"]:
-        raise ConfigError("campaign.targets", "must name at least one target")
+    if cfg["campaign.executor"] in PYTHON_EXECUTORS:
+        if not cfg["campaign.targets"]:
+            raise ConfigError("campaign.targets", f"the {cfg['campaign.executor']} executor needs"
+                              ' module:function targets (the synthetic benchmark: executor = "synthetic")')
+        for spec in cfg["campaign.targets"]:
+            problem = target_spec_problem(spec)
+            if problem:
+                raise ConfigError("campaign.targets", f"{spec!r}: {problem}")
+    if len(set(cfg["campaign.targets"])) != len(cfg["campaign.targets"]):
+        raise ConfigError("campaign.targets", "names a target twice")
     return cfg
+
+
+def target_spec_problem(spec: str) -> str | None:
+    """Why `spec` is not a `module.path:function` target spec, or None."""
+    module, sep, function = spec.partition(":")
+    if not sep:
+        return "a target must look like module.path:function (no ':' in it)"
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        return f"{module!r} is not a module path"
+    if not function.isidentifier():
+        return f"{function!r} is not a function name"
+    return None
 
 
 def load(path: str | Path) -> Config:

@@ -7,14 +7,59 @@ import sys
 
 import pytest
 
-from symfence.coordinator.config import ConfigError, load, parse
+from symfence.coordinator.config import DEFAULT_PYTHON_EXECUTOR, SCHEMA, ConfigError, load, parse
 from tests.mpi_helpers import ROOT
 
 
 def test_defaults_fill_in():
-    cfg = parse({})
+    cfg = parse({"campaign": {"targets": ["parser:target"]}})
     assert cfg["dispatch.depth"] == 2
-    assert cfg["campaign.executor"] == "synthetic"
+    # targets but no executor: the Python engine, never the synthetic benchmark
+    assert cfg["campaign.executor"] == DEFAULT_PYTHON_EXECUTOR == "concolic"
+    assert parse({"campaign": {"executor": "synthetic"}})["campaign.targets"] == ["synthetic"]
+
+
+def test_no_targets_and_no_executor_is_an_error_not_the_benchmark():
+    with pytest.raises(ConfigError) as e:
+        parse({})
+    assert e.value.key == "campaign.targets" and "synthetic" in str(e.value)
+
+
+@pytest.mark.parametrize("section", [s for s in SCHEMA if s != "concolic"] + ["concolic.options"])
+def test_unknown_key_in_every_table_is_an_error(section):
+    raw: dict = {"campaign": {"targets": ["parser:target"]}}
+    head, _, sub = section.partition(".")
+    table = raw.setdefault(head, {})
+    if sub:
+        table = table.setdefault(sub, {})
+    table["no_such_key"] = 1
+    with pytest.raises(ConfigError) as e:
+        parse(raw)
+    assert e.value.key == f"{section}.no_such_key"
+
+
+@pytest.mark.parametrize(("options", "key"), [
+    ({"exec_timeout_s": "1"}, "concolic.options.exec_timeout_s"),
+    ({"max_branches": 2.5}, "concolic.options.max_branches"),
+    ({"pin_concretised": 1}, "concolic.options.pin_concretised"),
+    ({"memory_limit_mb": -1}, "concolic.options.memory_limit_mb"),
+    ({"exec_timout_s": 1.0}, "concolic.options.exec_timout_s"),
+])
+def test_concolic_options_are_checked_in_the_config(options, key):
+    with pytest.raises(ConfigError) as e:
+        parse({"campaign": {"targets": ["parser:target"]}, "concolic": {"options": options}})
+    assert e.value.key == key
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ("parser", "no ':'"),
+    ("parser:", "not a function name"),
+    ("my-parser:target", "not a module path"),
+])
+def test_malformed_target_spec_is_a_config_error(spec, words):
+    with pytest.raises(ConfigError) as e:
+        parse({"campaign": {"targets": [spec]}})
+    assert e.value.key == "campaign.targets" and words in str(e.value) and spec in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +111,7 @@ def test_cli_invalid_toml_and_missing_file(tmp_path):
 
 def test_cli_refuses_existing_campaign_without_resume(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text("[campaign]\nduration_s = 1\n")
+    cfg.write_text('[campaign]\nexecutor = "synthetic"\nduration_s = 1\n')
     out = tmp_path / "out"
     out.mkdir()
     (out / "journal.sqlite").write_bytes(b"")

@@ -1,8 +1,10 @@
 """Concolic task options: names, defaults, validation and the time budget they imply.
 
-Kept free of z3 so the executor's parent process can validate options and size its backstop
-without importing the engine. Unknown keys are ignored (options may carry other components'
-settings); a known key with a bad value is a ``ValueError``.
+Kept free of z3 so the executor's parent process (and the coordinator's config check) can
+validate options and size its backstop without importing the engine. ``from_mapping`` ignores
+unknown keys (options may carry other components' settings); ``check`` is the strict form the
+config uses, so a typo is an error before anything runs. A known key with a bad value is an
+``OptionError`` naming the key.
 """
 
 from __future__ import annotations
@@ -10,6 +12,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+# Integer options that may be 0 (0 = none / no limit); every other int must be >= 1.
+_ZERO_OK = frozenset({"max_candidates", "memory_limit_mb"})
+
+
+class OptionError(ValueError):
+    """One option is unknown or has a bad value; ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"option {key} {message}")
+        self.key = key
+        self.reason = message
 
 
 @dataclass(frozen=True)
@@ -24,6 +38,7 @@ class EngineOptions:
     solver_budget_s: float = 10.0  # total solver time per task
     max_input_len: int = 4096  # longest child the solver may ask for
     pin_concretised: bool = False  # record concretisations as path constraints
+    memory_limit_mb: int = 2048  # address-space limit of the process running the target; 0 = none
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> EngineOptions:
@@ -34,14 +49,24 @@ class EngineOptions:
             value = options[f.name]
             if f.type == "bool":
                 if type(value) is not bool:
-                    raise ValueError(f"option {f.name} must be a bool, not {value!r}")
+                    raise OptionError(f.name, f"must be true or false, not {value!r}")
             elif f.type == "int":
-                if type(value) is not int or value < (0 if f.name == "max_candidates" else 1):
-                    raise ValueError(f"option {f.name} must be a positive int, not {value!r}")
+                low = 0 if f.name in _ZERO_OK else 1
+                if type(value) is not int or value < low:
+                    raise OptionError(f.name, f"must be an integer >= {low}, not {value!r}")
             elif type(value) not in (int, float) or not value > 0 or value == float("inf"):
-                raise ValueError(f"option {f.name} must be a positive number, not {value!r}")
+                raise OptionError(f.name, f"must be a positive number, not {value!r}")
             values[f.name] = value
         return cls(**values)
+
+    @classmethod
+    def check(cls, options: Mapping[str, Any]) -> EngineOptions:
+        """Like ``from_mapping``, but an unknown key is an error too."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in options:
+            if key not in known:
+                raise OptionError(key, f"is unknown (known: {', '.join(sorted(known))})")
+        return cls.from_mapping(options)
 
     def task_budget_s(self) -> float:
         """Generous upper bound on one task's duration, for the parent's backstop."""

@@ -22,15 +22,12 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from symfence.worker.concolic.options import EngineOptions
 from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.executors.childenv import child_env
 
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
-_MPI_ENV_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "HYDI_", "MPIR_", "PRTE_", "I_MPI_",
-                     "MPI_LOCAL")
 
 
 class _Phase(enum.Enum):
@@ -59,12 +56,6 @@ class _Running:
     ready: Outcome | None = None  # decided without the child (bad options, unpicklable task)
 
 
-def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_MPI_ENV_PREFIXES)}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
-    return env
-
-
 class _Child:
     """One runner process and the two pipe ends the parent holds."""
 
@@ -74,7 +65,7 @@ class _Child:
         try:
             self.proc = subprocess.Popen(
                 [python, "-m", "symfence.worker.concolic.runner", str(to_child_r), str(from_child_w)],
-                pass_fds=(to_child_r, from_child_w), env=_child_env(),
+                pass_fds=(to_child_r, from_child_w), env=child_env(),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if quiet else None, start_new_session=True,
             )

@@ -1,0 +1,137 @@
+"""Every mistake of a first hour is one line naming the key or target, exit 2, before mpiexec starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symfence.coordinator.config import parse
+from symfence.coordinator.preflight import PreflightError, check_resume, save_snapshot
+from tests.mpi_helpers import MPIEXEC, toml_dump
+
+GOOD = "def target(data):\n    if data[:1] == b'!':\n        raise ValueError('bang')\n"
+
+
+def symfence(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as a user would run it
+    return subprocess.run([sys.executable, "-m", "symfence", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def project(tmp_path: Path, targets: list[str], modules: dict[str, str] | None = None,
+            **sections: dict) -> Path:
+    """A user's folder outside the repository: target modules and campaign.toml."""
+    folder = tmp_path / "proj"
+    folder.mkdir(exist_ok=True)
+    for name, source in (modules or {"parser": GOOD}).items():
+        path = folder / f"{name.replace('.', '/')}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    cfg = {"campaign": {"targets": targets, "duration_s": 20, "ranks": 2}}
+    for name, table in sections.items():
+        cfg.setdefault(name, {}).update(table)
+    (folder / "campaign.toml").write_text(toml_dump(cfg))
+    return folder
+
+
+def assert_refused(r: subprocess.CompletedProcess, *words: str, code: int = 2) -> None:
+    assert r.returncode == code, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr  # one line, no traceback, mpiexec never launched
+    assert lines[0].startswith("symfence: ") and "launching" not in r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("modules", "target", "words"), [
+    ({"parser": GOOD}, "nomodule:target", ("target nomodule:target", "no module named 'nomodule'")),
+    ({"parser": "def target(data)\n    pass\n"}, "parser:target", ("target parser:target", "syntax error", "parser.py line 1")),
+    ({"parser": "import yaml_not_installed\n" + GOOD}, "parser:target",
+     ("target parser:target", "'yaml_not_installed'", "missing dependency")),
+    ({"parser": GOOD}, "parser:parse", ("target parser:parse", "no callable 'parse'")),
+    ({"parser": "def target():\n    pass\n"}, "parser:target", ("target parser:target", "one argument")),
+    ({"parser": "raise RuntimeError('needs a database')\n"}, "parser:target", ("RuntimeError: needs a database",)),
+])
+def test_a_target_that_cannot_run_is_refused_up_front(tmp_path, modules, target, words):
+    folder = project(tmp_path, [target], modules)
+    r = symfence(folder, "run", "campaign.toml", "--out", "out")
+    assert_refused(r, *words)
+    assert not (folder / "out").exists()
+
+
+def test_no_colon_in_the_target_spec(tmp_path):
+    r = symfence(project(tmp_path, ["parser"]), "run", "campaign.toml")
+    assert_refused(r, "campaign.targets", "no ':'")
+
+
+def test_wrong_option_type_names_the_key(tmp_path):
+    folder = project(tmp_path, ["parser:target"], concolic={"options": {"exec_timeout_s": "2"}})
+    assert_refused(symfence(folder, "run", "campaign.toml"), "concolic.options.exec_timeout_s")
+    folder = project(tmp_path, ["parser:target"], concolic={"options": {"max_branch": 10}})
+    assert_refused(symfence(folder, "run", "campaign.toml"), "concolic.options.max_branch", "unknown")
+
+
+def test_out_that_is_a_file_or_under_a_file_or_not_writable(tmp_path):
+    folder = project(tmp_path, ["parser:target"])
+    (folder / "afile").write_text("x")
+    assert_refused(symfence(folder, "run", "campaign.toml", "--out", "afile"), "--out", "is a file")
+    assert_refused(symfence(folder, "run", "campaign.toml", "--out", "afile/sub/out"), "--out", "which is a file")
+    if os.geteuid() == 0:
+        locked = Path("/sys/symfence-out")  # read-only even for root
+    else:
+        (folder / "ro").mkdir()
+        (folder / "ro").chmod(0o555)
+        locked = folder / "ro" / "out"
+    assert_refused(symfence(folder, "run", "campaign.toml", "--out", str(locked)), "--out", "not writable")
+
+
+def test_seeds_missing_or_empty(tmp_path):
+    folder = project(tmp_path, ["parser:target"], campaign={"seeds": "seeds"})
+    assert_refused(symfence(folder, "run", "campaign.toml"), "campaign.seeds", "does not exist")
+    (folder / "seeds").mkdir()
+    assert_refused(symfence(folder, "run", "campaign.toml"), "campaign.seeds", "empty")
+    (folder / "seeds" / "a").write_text("")
+    (folder / "seeds" / "a").unlink()
+    (folder / "seeds" / "sub").mkdir()  # a folder is not a seed file
+    assert_refused(symfence(folder, "run", "campaign.toml"), "campaign.seeds", "empty")
+
+
+@pytest.mark.mpi
+def test_rank_0_refuses_a_bad_target_under_plain_mpiexec_and_the_job_ends(tmp_path):
+    """Launched by mpiexec directly (no `symfence run`), rank 0 does the same checks, stops the
+    workers and the job exits non-zero instead of hanging."""
+    folder = project(tmp_path, ["nomodule:target"])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "symfence.coordinator", "--config",
+                        "campaign.toml", "--out", "out", "--no-status"], cwd=folder, capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "symfence: target nomodule:target: no module named 'nomodule'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def _cfg(**campaign) -> dict:
+    return {"campaign": {"executor": "concolic", "targets": ["a:t"], **campaign}}
+
+
+@pytest.mark.parametrize(("before", "after", "key", "words"), [
+    (_cfg(), {"campaign": {"executor": "synthetic", "targets": ["a:t"]}}, "campaign.executor", "'concolic' to 'synthetic'"),
+    (_cfg(), {**_cfg(), "concolic": {"options": {"exec_timeout_s": 2.0}}}, "concolic.options", "exec_timeout_s"),
+    (_cfg(targets=["a:t", "b:t"]), _cfg(), "campaign.targets", "b:t removed"),
+])
+def test_resume_refuses_a_change_that_would_orphan_the_journal(tmp_path, before, after, key, words):
+    save_snapshot(parse(before), tmp_path)
+    with pytest.raises(PreflightError) as e:
+        check_resume(parse(after), tmp_path)
+    assert e.value.key == key and words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_resume_applies_added_targets_and_run_time_settings(tmp_path):
+    save_snapshot(parse(_cfg()), tmp_path)
+    changes = check_resume(parse({**_cfg(targets=["a:t", "b:t"], duration_s=5.0), "dispatch": {"depth": 4}}), tmp_path)
+    assert changes.added_targets == ("b:t",)
+    assert set(changes.changed_keys) == {"campaign.duration_s", "dispatch.depth"}
