@@ -134,7 +134,13 @@ class Coordinator:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             self.pump.stop()
-        return 0 if self.pump.error is None else 1
+        return self.exit_code()
+
+    def exit_code(self) -> int:
+        """0 for a campaign that ran; 1 if MPI failed or every task it ran was an error."""
+        if self.pump is not None and self.pump.error is not None:
+            return 1
+        return 1 if self.stats.all_tasks_errored() else 0
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -403,6 +409,8 @@ class Coordinator:
         if result.status in (Status.CRASH, Status.HANG):
             self._finding(findings, result.status, item.data, item.sha256, result.error, item, found_s)
         elif result.status is Status.ERROR:
+            if not st.first_error:
+                st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
             log.warning("task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
         for c in result.candidates:
@@ -570,10 +578,16 @@ class Coordinator:
         lines = [
             f"campaign finished: {self.stop_reason}",
             f"  committed {st.committed}, quarantined {st.quarantine.total}, corpus {st.corpus},"
-            f" edges {st.edges}, unique crashes {st.crashes}, hangs {st.hangs}, execs {st.execs}",
+            f" edges {st.edges}, unique crashes {st.crashes}, hangs {st.hangs}, execs {st.execs},"
+            f" task errors {st.task_errors}",
+        ]
+        if st.task_errors:
+            every = "EVERY task errored" if st.all_tasks_errored() else f"{st.task_errors} of {st.committed} tasks errored"
+            lines.append(f"  {every}; first error: {st.first_error}  (all: symfence logs {self.out.root} --event task.error)")
+        lines += [
             "  quarantine counters:",
             *("    " + l for l in st.quarantine.render().splitlines()),
-            "  conservation (DESIGN.md section 7):",
+            "  conservation (docs/design.md, \"Conservation\"):",
         ]
         for text, ok in st.conservation(len(self.inflight)):
             lines.append(f"    [{'ok' if ok else 'VIOLATED'}] {text}")

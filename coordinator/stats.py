@@ -34,6 +34,15 @@ class Stats:
     work_failed: int = 0
     control_rejected: int = 0
     journal_fence_rejected: int = 0  # a `current` result whose lease the journal did not hold
+    first_error: str = ""  # the first task error's message (shown in the summary)
+
+    @property
+    def task_errors(self) -> int:
+        """Committed results whose task ended in ERROR (the executor could not run it)."""
+        return self.status_counts["error"]
+
+    def all_tasks_errored(self) -> bool:
+        return self.committed > 0 and self.task_errors == self.committed
 
     def record_result(self, rank: int, wall_s: float, execs: int, solver_s: float) -> None:
         self.busy_s[rank] = self.busy_s.get(rank, 0.0) + wall_s

@@ -54,6 +54,7 @@ def render_status(outdir: Path) -> str:
     if stats is None:
         rows.append(("quarantine", f"unknown (no {STATS_NAME} yet)"))
     else:
+        rows.append(("task errors", stats.get("status_error", "0")))
         rows += [(key, value) for key, value in stats.items() if key.startswith(QUARANTINE_PREFIX)]
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
