@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from symfence.coordinator.cli import mpi_main
+from symfence.coordinator import interrupt
+
+interrupt.install()  # first thing: a Ctrl-C while the rest imports is remembered, not a traceback
+
+from symfence.coordinator.cli import mpi_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(mpi_main())

@@ -17,11 +17,11 @@ from typing import Any, Callable
 
 import structlog
 
-from symfence.coordinator import failpoints
+from symfence.coordinator import failpoints, interrupt
 from symfence.coordinator.config import Config
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import Journal, NewEntry, NewFinding
-from symfence.coordinator.outputs import OutputDir, crash_signature
+from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
 from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.coordinator.stats import PLOT_HEADER, Stats, plot_row, render_stats, write_atomic
@@ -114,6 +114,8 @@ class Coordinator:
         self.pump.start()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop, f"signal {signal.Signals(sig).name}")
+        if interrupt.requested():  # arrived during start-up, before these handlers existed
+            self.request_stop(f"signal {interrupt.requested()} during start-up")
         try:
             if not await self._await_hellos():
                 self.request_stop("workers did not say hello")
@@ -208,6 +210,7 @@ class Coordinator:
             kind = f.kind.value
             if kind == "crash":
                 self.stats.crashes += 1
+                self.stats.ooms += finding_class(kind, f.detail) is FindingClass.OOM
                 self.crash_signatures.add(f"{f.target} {crash_signature(f.detail)}")
             else:
                 self.stats.hangs += 1
@@ -440,7 +443,7 @@ class Coordinator:
             self.scheduler.add(WorkItem.from_record(e))
         st.corpus += len(receipt.entries)
         for f in receipt.findings:
-            log.warning(f"finding.{f.kind.value}", finding_id=f.finding_id, target=item.target,
+            log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id, target=item.target,
                         signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
                         found_s=round(found_s, 2), worker=source)
 
@@ -537,6 +540,7 @@ class Coordinator:
             path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target)
             if f.kind.value == "crash":
                 self.stats.crashes += 1
+                self.stats.ooms += finding_class("crash", f.detail) is FindingClass.OOM
             else:
                 self.stats.hangs += 1
             log.info("finding.saved", kind=f.kind.value, path=str(path))
@@ -578,7 +582,8 @@ class Coordinator:
         lines = [
             f"campaign finished: {self.stop_reason}",
             f"  committed {st.committed}, quarantined {st.quarantine.total}, corpus {st.corpus},"
-            f" edges {st.edges}, unique crashes {st.crashes}, hangs {st.hangs}, execs {st.execs},"
+            f" edges {st.edges}, unique crashes {st.crashes}"
+            + (f" ({st.ooms} out of memory)" if st.ooms else "") + f", hangs {st.hangs}, execs {st.execs},"
             f" task errors {st.task_errors}",
         ]
         if st.task_errors:

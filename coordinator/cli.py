@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import symfence
+from symfence.coordinator import interrupt
 from symfence.coordinator.config import ConfigError, load
 from symfence.coordinator.preflight import CHECKED_ENV, PreflightError, preflight, targets_digest
 
@@ -42,6 +43,7 @@ def check_outdir(out: Path, resume: bool) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    interrupt.install()  # a Ctrl-C from here until mpiexec runs: one line, exit 130
     try:
         cfg = load(args.config)
     except ConfigError as exc:
@@ -54,6 +56,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         preflight(cfg, out, resume=args.resume)
     except PreflightError as exc:
         return fail(str(exc))
+    except interrupt.Interrupted as exc:
+        return fail(f"interrupted ({exc}) during start-up: nothing was launched", interrupt.EXIT_INTERRUPTED)
     os.environ[CHECKED_ENV] = targets_digest(cfg)  # rank 0 need not import them again
     forwarded = ["--config", str(args.config)] + (["--out", str(out)]) + (["--resume"] if args.resume else []) \
         + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else [])
@@ -70,6 +74,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ[TTY_ENV] = "1"  # rank 0 draws the live status line through mpiexec
         os.environ.setdefault("COLUMNS", str(shutil.get_terminal_size().columns))
     print(f"symfence: launching {' '.join(cmd)}", file=sys.stderr, flush=True)
+    if interrupt.requested():
+        return fail(f"interrupted ({interrupt.requested()}) during start-up: nothing was launched",
+                    interrupt.EXIT_INTERRUPTED)
     os.execv(mpiexec, cmd)
 
 
@@ -81,6 +88,7 @@ def mpi_main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True)
     _run_args(p)
     args = p.parse_args(argv)
+    interrupt.install()  # until the campaign loop (rank 0) or SIG_IGN (workers) takes over
 
     # Open MPI with ULFM: skip the fence in MPI_Finalize, which can hang once a peer has died
     # (must be set before MPI_Init; other MPIs ignore it).
@@ -107,6 +115,19 @@ def _stop_workers(comm) -> None:
 
 def _coordinator_rank(args: argparse.Namespace, comm) -> int:
     try:
+        return _coordinate(args, comm)
+    except interrupt.Interrupted as exc:
+        # Ctrl-C before the campaign loop ran: nothing was dispatched. Release the workers
+        # (they wait for SETUP) and end quietly.
+        _stop_workers(comm)
+        print(f"symfence: interrupted ({exc}) during start-up: nothing was dispatched", file=sys.stderr, flush=True)
+        _finalize_with_watchdog()
+        return interrupt.EXIT_INTERRUPTED
+
+
+def _coordinate(args: argparse.Namespace, comm) -> int:
+    interrupt.check()
+    try:
         cfg = load(args.config)
     except ConfigError as exc:
         _stop_workers(comm)
@@ -131,8 +152,10 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
     from symfence.coordinator.campaign import Coordinator
     from symfence.coordinator.journal import Journal, JournalError
     from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.preflight import save_snapshot
     from symfence.coordinator.status_line import StatusLine
 
+    interrupt.check()
     out = OutputDir(out_path)
     handle = logsetup.configure(out.logs / "coordinator.jsonl", verbose=args.verbose, rank=0)
     try:
@@ -141,8 +164,6 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
     except JournalError as exc:
         _stop_workers(comm)
         return fail(str(exc))
-    from symfence.coordinator.preflight import save_snapshot
-
     if changes.added_targets or changes.changed_keys:
         structlog.get_logger().info("campaign.config_changed", added_targets=list(changes.added_targets),
                                     changed=list(changes.changed_keys))
@@ -150,7 +171,7 @@ def _coordinator_rank(args: argparse.Namespace, comm) -> int:
     status = StatusLine(enabled=not args.no_status)
     coordinator = Coordinator(cfg, comm, out, journal, status=status)
     journal.begin_run(coordinator.minter.epoch.hex())
-    code = uvloop.run(coordinator.run())
+    code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
     journal.close()
     print(coordinator.summary(), flush=True)
     handle.close()

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 from pathlib import Path
+
+
+class FindingClass(str, enum.Enum):
+    """What a saved finding is: the journal's kind (crash/hang), with out-of-memory split off."""
+
+    CRASH = "crash"
+    OOM = "oom"  # the target raised MemoryError (e.g. past concolic.options.memory_limit_mb)
+    HANG = "hang"
+
+
+def finding_class(kind: str, detail: str) -> FindingClass:
+    if kind == "hang":
+        return FindingClass.HANG
+    return FindingClass.OOM if crash_signature(detail).startswith("MemoryError ") else FindingClass.CRASH
 
 
 def crash_signature(detail: str) -> str:
@@ -48,7 +63,8 @@ class OutputDir:
     def finding(self, kind: str, finding_id: int, data: bytes, *, detail: str, target: str) -> Path:
         folder = self.crashes if kind == "crash" else self.hangs
         sig = _safe(crash_signature(detail).split(" @ ")[0]) if kind == "crash" else "timeout"
-        name = f"id:{finding_id:06d},sig:{sig},target:{_safe(target.replace(':', '.'))}"
+        oom = ",kind:oom" if finding_class(kind, detail) is FindingClass.OOM else ""
+        name = f"id:{finding_id:06d},sig:{sig}{oom},target:{_safe(target.replace(':', '.'))}"
         if detail:
             (self.details / f"{kind}-{finding_id:06d}.txt").write_text(detail)
         return self._write(folder / name, data)

@@ -21,10 +21,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from symfence.coordinator import interrupt
 from symfence.coordinator.config import PYTHON_EXECUTORS, Config
 
 CONFIG_SNAPSHOT = "campaign.json"
@@ -107,14 +109,28 @@ def check_targets(cfg: Config, *, timeout_s: float = TARGET_IMPORT_TIMEOUT_S) ->
 
     targets = list(cfg["campaign.targets"])
     cmd = [sys.executable, "-m", "symfence.worker.concolic.check", *targets]
+    # Its own session: a Ctrl-C on the terminal reaches us (and stops the check), not the
+    # target's import code halfway through.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                            stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=child_env(),
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise PreflightError("campaign.targets", f"importing the targets took more than {timeout_s:g} s"
-                             " (does a target module do slow work at import time?)") from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                if interrupt.requested():
+                    raise interrupt.Interrupted(interrupt.requested()) from None
+                if time.monotonic() > deadline:
+                    raise PreflightError("campaign.targets", f"importing the targets took more than {timeout_s:g} s"
+                                         " (does a target module do slow work at import time?)") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     seen: dict[str, str | None] = {}
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         try:
             record = json.loads(line)
             seen[record["target"]] = record["error"]
@@ -122,7 +138,7 @@ def check_targets(cfg: Config, *, timeout_s: float = TARGET_IMPORT_TIMEOUT_S) ->
             continue  # a target printed something at import time
     for spec in targets:
         if spec not in seen:
-            why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            why = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             raise PreflightError(f"target {spec}", f"the import check did not finish: {why}")
         if seen[spec]:
             raise PreflightError(f"target {spec}", seen[spec])
@@ -190,9 +206,12 @@ def check_resume(cfg: Config, out: Path) -> ResumeChanges:
 
 
 def preflight(cfg: Config, out: Path, *, resume: bool) -> ResumeChanges:
-    """Every check, cheapest first. Raises PreflightError; returns what a resume applies."""
+    """Every check, cheapest first. Raises PreflightError (or interrupt.Interrupted after a
+    Ctrl-C); returns what a resume applies."""
     check_out(out)
     check_seeds(cfg)
     changes = check_resume(cfg, out) if resume else ResumeChanges()
+    interrupt.check()
     check_targets(cfg)
+    interrupt.check()
     return changes

@@ -29,6 +29,7 @@ class Stats:
     corpus: int = 0
     crashes: int = 0  # unique (saved) crashes
     crashes_total: int = 0
+    ooms: int = 0  # unique crashes that were out-of-memory (MemoryError); included in `crashes`
     hangs: int = 0
     edges: int = 0
     work_failed: int = 0
@@ -88,6 +89,7 @@ class Stats:
             ("saved_crashes", self.crashes),
             ("total_crashes", self.crashes_total),
             ("saved_hangs", self.hangs),
+            ("saved_oom", self.ooms),
             ("solver_time_s", round(self.solver_s, 3)),
             ("dispatched", self.dispatched),
             ("results_received", self.results_received),

@@ -43,6 +43,11 @@ def sleepy(data):
 def die(data):
     if data[0] == 7:
         os._exit(3)
+
+def hog(data):
+    if data[0] == 5:
+        buffer = bytearray(10 << 30)  # 10 GiB, far past the memory limit
+        buffer[-1] = 1
 """
 
 
@@ -188,3 +193,19 @@ def test_close_stops_the_child() -> None:
         os.kill(pid, 0)
     with pytest.raises(RuntimeError):
         ex.start(Task("token", "work", b"", "examples.tlv:target"))
+
+
+def test_a_huge_allocation_is_an_oom_finding_not_a_hang(executor: ConcolicExecutor, targets: str) -> None:
+    """RLIMIT_AS in the child (memory_limit_mb): the allocation fails at once with MemoryError,
+    the outcome is a crash classed as out-of-memory, and the child survives it."""
+    from symfence.coordinator.outputs import FindingClass, finding_class
+
+    pid = executor.child_pid
+    outcome = run(executor, f"{targets}:hog", b"\x05", exec_timeout_s=5.0, memory_limit_mb=1024)
+    assert outcome.status is ExitKind.CRASH, outcome
+    assert outcome.error.strip().splitlines()[-1] == "MemoryError"
+    assert finding_class("crash", outcome.error) is FindingClass.OOM
+    assert executor.child_pid == pid
+    child = run(executor, f"{targets}:hog", b"\x00", memory_limit_mb=1024)  # a child input hits it
+    oom = [c for c in child.candidates if c.kind is ExitKind.CRASH]
+    assert oom and finding_class("crash", oom[0].detail) is FindingClass.OOM

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import resource
 import signal
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import Mapping
 
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.execution import own_alarm_signal
+from symfence.worker.concolic.options import EngineOptions
 from symfence.worker.executors.base import CandidateOut
 
 
@@ -51,6 +53,19 @@ def _extend_sys_path(paths: list[str]) -> None:
         importlib.invalidate_caches()
 
 
+def apply_memory_limit(limit_mb: int) -> None:
+    """Limit this process's address space (RLIMIT_AS, like AFL++'s -m) to ``limit_mb``; 0 = none.
+
+    A target that allocates past it gets a MemoryError at once (an ``oom`` finding) instead of
+    swapping until its time limit makes it look like a hang."""
+    soft = resource.RLIM_INFINITY if limit_mb <= 0 else limit_mb << 20
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY or soft > hard):
+        soft = hard
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != soft:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def serve(inbox: Connection, outbox: Connection) -> None:
     """Answer tasks until the parent says stop or goes away."""
     engine = ConcolicEngine()
@@ -65,6 +80,10 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         _, task, sys_path = message
         _extend_sys_path(sys_path)
+        try:
+            apply_memory_limit(EngineOptions.from_mapping(task.options).memory_limit_mb)
+        except ValueError:
+            pass  # the engine reports bad options as the task's error
         outbox.send(("accepted",))
         outbox.send(("done", engine.run_task(task, progress)))
 

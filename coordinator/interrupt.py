@@ -1,0 +1,42 @@
+"""Ctrl-C before the campaign loop runs: remember it, stop at the next safe point, quietly.
+
+Until the event loop installs its own handlers (which turn a signal into a drain), SIGINT and
+SIGTERM only set a flag: a KeyboardInterrupt in the middle of ``MPI_Init``, an import or the
+journal's recovery would print a traceback and leave the other ranks waiting. Rank 0 and
+``symfence run`` call ``check()`` at the points where stopping is safe; it raises
+``Interrupted``, which they turn into one line and exit status 130.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+EXIT_INTERRUPTED = 130  # the shell's convention for "ended by SIGINT"
+
+_requested: str | None = None
+
+
+class Interrupted(Exception):
+    """A SIGINT/SIGTERM arrived during start-up."""
+
+
+def _remember(signum: int, frame: Any) -> None:
+    global _requested
+    _requested = _requested or signal.Signals(signum).name
+
+
+def install() -> None:
+    """From now until the campaign loop takes over, SIGINT/SIGTERM only set the flag."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _remember)
+
+
+def requested() -> str | None:
+    """The name of the first signal received during start-up, or None."""
+    return _requested
+
+
+def check() -> None:
+    if _requested is not None:
+        raise Interrupted(_requested)
