@@ -33,12 +33,15 @@ synthetic: $(STAMP)
 	rm -rf out/synthetic
 	$(BIN)/symfence run configs/synthetic.toml --out out/synthetic
 
-# AFL++ (Debian's afl++, with clang) for the native and AFL++-compatibility tests: installed
-# when missing and we are root with apt; otherwise those tests are skipped and say why.
+# AFL++ (Debian's afl++, with clang) and gnuplot (afl-plot draws with it) for the native and
+# AFL++-compatibility tests: installed when missing and we are root with apt; otherwise those
+# tests are skipped and say why.
 afl:
-	@command -v afl-fuzz >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq afl++ >/dev/null) \
-	  || echo "make: afl++ could not be installed (needs root and apt): AFL++ tests will be skipped"; }
+	@missing=""; command -v afl-fuzz >/dev/null 2>&1 || missing="$$missing afl++"; \
+	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	  || echo "make: could not install$$missing (needs root and apt): AFL++ tests will be skipped"; }
 
 test: $(STAMP) $(OSTAMP) afl
 	$(BIN)/python -m pytest -q

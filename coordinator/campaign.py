@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,13 +19,15 @@ from typing import Any, Callable
 import structlog
 
 from symfence.coordinator import failpoints, interrupt
+from symfence.coordinator.afl import AflState, plot_header
+from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.config import Config
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import Journal, NewEntry, NewFinding
 from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
 from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.scheduler import Scheduler, WorkItem
-from symfence.coordinator.stats import PLOT_HEADER, Stats, plot_row, render_stats, write_atomic
+from symfence.coordinator.stats import Stats, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, StatusLine
 from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, encode
 from symfence.protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
@@ -96,6 +99,9 @@ class Coordinator:
         self.executor: str = cfg["campaign.executor"]
         self.options = executor_options(cfg)
         self.crash_signatures: set[str] = set()
+        self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)
+        self.seed_count = 0
+        self.tmouts = 0  # executions that timed out this run (hang findings, duplicates included)
         self.dispatching = False
         self.stop_reason: str | None = None
         self._changed = asyncio.Event()
@@ -124,6 +130,7 @@ class Coordinator:
                 self.dispatching = True
                 self._t0 = self.clock()
                 self.stats.started_wall = time.time()
+                self.afl.run_started = self.stats.started_wall
                 log.info("campaign.started", pid=os.getpid(), workers=len(self.alive), depth=self.depth,
                          executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
                 self._fill()
@@ -176,6 +183,8 @@ class Coordinator:
         added = self.journal.add_seeds(entries)
         for e in added:
             self.scheduler.add(WorkItem.from_record(e))
+            self.afl.entry(e.queue_id, None, time.time(), seed=True)
+        self.seed_count += len(added)
         if resuming and added:
             log.info("campaign.seeds_added", seeds=len(added), targets=sorted({e.target for e in added}))
         self.stats.corpus = self.journal.corpus_count()
@@ -183,6 +192,7 @@ class Coordinator:
 
     def _resume(self) -> None:
         """Continue from the journal: its coverage, its pending work, its files."""
+        self.afl = AflState.from_counters(self.journal.counters())
         blob = self.journal.coverage()
         if blob:
             self.coverage = CoverageMap.from_bytes(blob)
@@ -202,6 +212,8 @@ class Coordinator:
         restored = 0
         have = {name.split(",", 1)[0] for name in self.out.existing("queue")}
         for e in self.journal.iter_corpus():
+            self.afl.depth_of[e.queue_id] = 1 if e.parent is None else self.afl.depth_of.get(e.parent, 1) + 1
+            self.seed_count += e.parent is None
             if f"id:{e.queue_id:06d}" not in have:
                 self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
                 restored += 1
@@ -333,6 +345,7 @@ class Coordinator:
         now = self.clock()
         self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
         self.leased[token] = item
+        self.afl.cur_item = item.queue_id or 0
         self.journal.lease(item.work_id, token)
         failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
@@ -439,10 +452,16 @@ class Coordinator:
             log.error("commit.journal_fenced", work_id=item.work_id[:16], token=result.token[:16])
             return
         st.triage_rejected["duplicate_input"] += receipt.skipped_entries
+        now = time.time()
         for e in receipt.entries:
             self.scheduler.add(WorkItem.from_record(e))
+            self.afl.entry(e.queue_id, e.parent, now)
         st.corpus += len(receipt.entries)
         for f in receipt.findings:
+            if f.kind.value == "crash":
+                self.afl.crash(now, st.execs)
+            else:
+                self.afl.hang(now)
             log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id, target=item.target,
                         signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
                         found_s=round(found_s, 2), worker=source)
@@ -466,6 +485,8 @@ class Coordinator:
                 self.stats.triage_rejected["known_crash"] += 1
                 return
             self.crash_signatures.add(sig)
+        if kind is Status.HANG:
+            self.tmouts += 1
         findings.append(NewFinding(kind=kind.value, sha256=sha, data=data, detail=detail,
                                    found_s=found_s, target=item.target))
 
@@ -551,6 +572,7 @@ class Coordinator:
                "committed": st.committed, "expired": st.expired, "cancelled": st.cancelled,
                "lost": st.lost, "execs": st.execs}
         out.update({f"quarantined_{k}": v for k, v in st.quarantine.snapshot().items()})
+        out.update(self.afl.counters(st.execs, st.crashes_total, self.tmouts, time.time()))
         return out
 
     def _snapshot(self) -> Snapshot:
@@ -561,21 +583,53 @@ class Coordinator:
                         len(self.inflight), self.stats.quarantine.total, len(self.alive))
 
     def _write_stats(self) -> None:
-        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
+        """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
+        st = self.stats
+        st.edges = MAP_SIZE - self.coverage.seen.count(0)
         now = time.time()
-        rows = self.stats.items(now=now, in_flight=len(self.inflight), pending=len(self.scheduler),
-                                ranks=self.workers, extra={
-                                    "dispatch_depth": self.depth, "workers_alive": len(self.alive),
-                                    "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
-                                    "mpi_bytes_in": self.pump.bytes_in,
-                                    "mpi_dropped_to_failed": self.pump.dropped_to_dead})
+        pending, in_flight = len(self.scheduler), len(self.inflight)
+        cycles_done = 1 if self.stop_reason == "work exhausted" else 0  # every queued input ran once
+        last_min = self.afl.sample(now, self.afl.prev_execs + st.execs)
+        afl_rows = self.afl.stats_items(
+            now=now, execs=st.execs, execs_last_min=last_min, corpus=st.corpus, seeds=self.seed_count,
+            pending=pending, pending_favs=0, edges=st.edges, saved_crashes=st.crashes, saved_hangs=st.hangs,
+            cycles_done=cycles_done, exec_timeout_ms=self._exec_timeout_ms(), banner=self.cfg["campaign.name"],
+            command_line=" ".join([sys.executable, *sys.argv]), total_tmout=self.tmouts)
+        own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
+            "dispatch_depth": self.depth, "workers_alive": len(self.alive),
+            "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
+            "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead})
+        taken = {k for k, _ in afl_rows} | {"total_crashes"}
+        rows = [*afl_rows, ("total_crashes", self.afl.prev_total_crashes + st.crashes_total),
+                *(r for r in own if r[0] not in taken)]
         write_atomic(self.out.root / "fuzzer_stats", render_stats(rows))
+        elapsed = max(now - st.started_wall, 1e-9)
+        values = self.afl.plot_values(now=now, execs=st.execs, eps=st.execs / elapsed, cycles_done=cycles_done,
+                                      corpus=st.corpus, pending=pending, pending_favs=0, edges=st.edges,
+                                      saved_crashes=st.crashes, saved_hangs=st.hangs)
+        values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
+                   f"{st.committed / elapsed:.2f}"]
+        self._append_plot(plot_header(), ", ".join(str(v) for v in values) + "\n")
+
+    def _append_plot(self, header: str, row: str) -> None:
+        """plot_data continues across --resume; a file with other columns is kept aside."""
         plot = self.out.root / "plot_data"
+        if plot.exists():
+            with plot.open() as fh:
+                first = fh.readline()
+            if first != header:
+                os.replace(plot, plot.with_name(f"plot_data.{int(time.time())}.old"))
         if not plot.exists():
-            plot.write_text(PLOT_HEADER)
-        elapsed = max(self.clock() - self._t0, 1e-9)
+            plot.write_text(header)
         with plot.open("a") as fh:
-            fh.write(plot_row(self.stats, now, len(self.scheduler), len(self.inflight), self.stats.execs / elapsed))
+            fh.write(row)
+
+    def _exec_timeout_ms(self) -> int:
+        if self.executor not in PYTHON_EXECUTORS:
+            return 0
+        from symfence.worker.concolic.options import EngineOptions
+
+        return int(EngineOptions.from_mapping(self.options).exec_timeout_s * 1000)
 
     def summary(self) -> str:
         st = self.stats

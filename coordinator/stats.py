@@ -130,17 +130,3 @@ def read_stats(path: Path) -> dict[str, str]:
         if sep:
             out[key.strip()] = value.strip()
     return out
-
-
-PLOT_HEADER = (
-    "# relative_time, corpus_count, pending_total, saved_crashes, saved_hangs, edges_found,"
-    " execs_per_sec, total_execs, committed, quarantined, in_flight\n"
-)
-
-
-def plot_row(stats: Stats, now: float, pending: int, in_flight: int, execs_per_sec: float) -> str:
-    return (
-        f"{int(now - stats.started_wall)}, {stats.corpus}, {pending}, {stats.crashes}, {stats.hangs},"
-        f" {stats.edges}, {execs_per_sec:.2f}, {stats.execs}, {stats.committed},"
-        f" {stats.quarantine.total}, {in_flight}\n"
-    )
