@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import sys
 import time
@@ -28,7 +29,8 @@ from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signatur
 from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.coordinator.stats import Stats, render_stats, write_atomic
-from symfence.coordinator.status_line import Snapshot, StatusLine
+from symfence.coordinator.status_line import Snapshot, StatusLine, TargetLine
+from symfence.coordinator.targets import TargetTracker
 from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, encode
 from symfence.protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
 from symfence.protocol.fence import Verdict, classify
@@ -102,6 +104,10 @@ class Coordinator:
         self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)
         self.seed_count = 0
         self.tmouts = 0  # executions that timed out this run (hang findings, duplicates included)
+        self.targets = TargetTracker(cfg["campaign.targets"])
+        self.solver_queries = 0
+        self.solver_timeouts = 0  # queries the solver gave up on ("unknown": its time-out)
+        self.worker_rss_mb: dict[Rank, int] = {}
         self.dispatching = False
         self.stop_reason: str | None = None
         self._changed = asyncio.Event()
@@ -184,6 +190,7 @@ class Coordinator:
         for e in added:
             self.scheduler.add(WorkItem.from_record(e))
             self.afl.entry(e.queue_id, None, time.time(), seed=True)
+            self.targets[e.target].corpus += 1
         self.seed_count += len(added)
         if resuming and added:
             log.info("campaign.seeds_added", seeds=len(added), targets=sorted({e.target for e in added}))
@@ -193,6 +200,7 @@ class Coordinator:
     def _resume(self) -> None:
         """Continue from the journal: its coverage, its pending work, its files."""
         self.afl = AflState.from_counters(self.journal.counters())
+        self.targets.restore(self.journal.counters(), (), ())
         blob = self.journal.coverage()
         if blob:
             self.coverage = CoverageMap.from_bytes(blob)
@@ -214,6 +222,7 @@ class Coordinator:
         for e in self.journal.iter_corpus():
             self.afl.depth_of[e.queue_id] = 1 if e.parent is None else self.afl.depth_of.get(e.parent, 1) + 1
             self.seed_count += e.parent is None
+            self.targets[e.target].corpus += 1
             if f"id:{e.queue_id:06d}" not in have:
                 self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
                 restored += 1
@@ -221,10 +230,12 @@ class Coordinator:
         for f in self.journal.iter_findings():
             kind = f.kind.value
             if kind == "crash":
+                self.targets[f.target].crashes += 1
                 self.stats.crashes += 1
                 self.stats.ooms += finding_class(kind, f.detail) is FindingClass.OOM
                 self.crash_signatures.add(f"{f.target} {crash_signature(f.detail)}")
             else:
+                self.targets[f.target].hangs += 1
                 self.stats.hangs += 1
             if f"id:{f.finding_id:06d}" not in have[kind]:
                 self.out.finding(kind, f.finding_id, f.data, detail=f.detail, target=f.target)
@@ -420,7 +431,13 @@ class Coordinator:
         st.status_counts[result.status.value] += 1
         st.record_result(source, result.cost.wall_s, result.cost.execs, result.cost.solver_s)
         found_s = self.clock() - self._t0
-        self._merge_trace(result.trace)
+        progress = self.targets[item.target]
+        progress.tasks += 1
+        progress.execs += result.cost.execs
+        progress.errors += result.status is Status.ERROR
+        self.solver_queries += int(result.stats.get("queries", 0))
+        self.solver_timeouts += int(result.stats.get("unknown", 0))
+        self._merge_trace(result.trace, item.target)
         findings: list[NewFinding] = []
         if result.status in (Status.CRASH, Status.HANG):
             self._finding(findings, result.status, item.data, item.sha256, result.error, item, found_s)
@@ -435,7 +452,7 @@ class Coordinator:
                 st.triage_rejected["bad_sha256"] += 1
             elif c.kind in (Status.CRASH, Status.HANG):
                 self._finding(findings, c.kind, c.data, sha, c.detail, item, found_s)
-            elif (bits := self._merge_trace(c.trace)) is None:
+            elif (bits := self._merge_trace(c.trace, item.target)) is None:
                 continue
             elif bits == 0:
                 st.triage_rejected["no_new_bits"] += 1
@@ -456,17 +473,22 @@ class Coordinator:
         for e in receipt.entries:
             self.scheduler.add(WorkItem.from_record(e))
             self.afl.entry(e.queue_id, e.parent, now)
+        if receipt.entries:
+            progress.corpus += len(receipt.entries)
+            progress.last_find = now
         st.corpus += len(receipt.entries)
         for f in receipt.findings:
             if f.kind.value == "crash":
                 self.afl.crash(now, st.execs)
+                progress.crashes += 1
             else:
                 self.afl.hang(now)
+                progress.hangs += 1
             log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id, target=item.target,
                         signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
                         found_s=round(found_s, 2), worker=source)
 
-    def _merge_trace(self, packed: bytes) -> int | None:
+    def _merge_trace(self, packed: bytes, target: str) -> int | None:
         if not packed:
             return 0
         try:
@@ -474,6 +496,8 @@ class Coordinator:
         except ValueError:
             self.stats.triage_rejected["bad_trace"] += 1
             return None
+        seen = self.coverage.seen
+        self.targets[target].edges += sum(1 for edge in trace if not seen[edge])  # edges it reached first
         return self.coverage.merge(trace)
 
     def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, sha: str, detail: str,
@@ -507,6 +531,9 @@ class Coordinator:
             if source in self.lost and source not in self.failed and not self._stop.is_set():
                 self._readmit(source, ctl.tokens)
             self._reconcile(source, set(ctl.tokens), int(ctl.info.get("work_received", 0)))
+            rss = ctl.info.get("rss_mb")
+            if type(rss) is int:
+                self.worker_rss_mb[source] = rss
         elif ctl.kind is ControlKind.STOP_ACK:
             self.stop_acks[source] = dict(ctl.info)
             log.info("worker.stopped", worker=source, **{k: v for k, v in ctl.info.items() if k != "faults"})
@@ -573,14 +600,32 @@ class Coordinator:
                "lost": st.lost, "execs": st.execs}
         out.update({f"quarantined_{k}": v for k, v in st.quarantine.snapshot().items()})
         out.update(self.afl.counters(st.execs, st.crashes_total, self.tmouts, time.time()))
+        out.update(self.targets.counters())
         return out
 
     def _snapshot(self) -> Snapshot:
-        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
+        st = self.stats
+        st.edges = MAP_SIZE - self.coverage.seen.count(0)
         elapsed = max(self.clock() - self._t0, 1e-9)
-        return Snapshot(elapsed, self.stats.execs / elapsed, self.stats.committed / elapsed, self.stats.edges,
-                        self.stats.corpus, len(self.scheduler), self.stats.crashes, self.stats.hangs,
-                        len(self.inflight), self.stats.quarantine.total, len(self.alive))
+        now = time.time()
+
+        def since(unix: float) -> float | None:
+            return now - unix if unix else None
+
+        targets = tuple(TargetLine(name, p.corpus, p.edges, p.crashes, p.hangs, p.execs, p.errors, since(p.last_find))
+                        for name, p in self.targets.by_target.items())
+        reasons = tuple((k, v) for k, v in st.quarantine.snapshot().items() if v)
+        return Snapshot(
+            elapsed, st.execs / elapsed, st.committed / elapsed, st.edges, st.corpus, len(self.scheduler),
+            st.crashes, st.hangs, len(self.inflight), st.quarantine.total, len(self.alive),
+            ooms=st.ooms, task_errors=st.task_errors, since_path_s=since(self.afl.last_find),
+            since_crash_s=since(self.afl.last_crash), since_hang_s=since(self.afl.last_hang),
+            solver_s=st.solver_s, solver_queries=self.solver_queries, solver_timeouts=self.solver_timeouts,
+            map_density=100.0 * st.edges / MAP_SIZE,
+            memory_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
+            workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.alive), targets=targets,
+            quarantine_reasons=reasons, conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
+            show_quarantine=self.status.show_quarantine)
 
     def _write_stats(self) -> None:
         """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
@@ -610,6 +655,7 @@ class Coordinator:
         values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
                    f"{st.committed / elapsed:.2f}"]
         self._append_plot(plot_header(), ", ".join(str(v) for v in values) + "\n")
+        self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) // 1000)
 
     def _append_plot(self, header: str, row: str) -> None:
         """plot_data continues across --resume; a file with other columns is kept aside."""

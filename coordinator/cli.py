@@ -22,6 +22,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue the campaign in an existing output directory")
     p.add_argument("--verbose", action="store_true", help="also print high-volume events on the console")
     p.add_argument("--no-status", action="store_true", help="no live status line")
+    p.add_argument("--show-quarantine", action="store_true",
+                   help="always show quarantine counts and conservation in the live view (default: only when non-zero)")
 
 
 def fail(message: str, code: int = EXIT_CONFIG) -> int:
@@ -60,7 +62,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return fail(f"interrupted ({exc}) during start-up: nothing was launched", interrupt.EXIT_INTERRUPTED)
     os.environ[CHECKED_ENV] = targets_digest(cfg)  # rank 0 need not import them again
     forwarded = ["--config", str(args.config)] + (["--out", str(out)]) + (["--resume"] if args.resume else []) \
-        + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else [])
+        + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else []) \
+        + (["--show-quarantine"] if args.show_quarantine else [])
     if any(v in os.environ for v in MPI_ENV):
         return mpi_main(forwarded)  # already launched by mpirun: run this rank's role
     ranks = args.ranks or cfg["campaign.ranks"]
@@ -168,7 +171,7 @@ def _coordinate(args: argparse.Namespace, comm) -> int:
         structlog.get_logger().info("campaign.config_changed", added_targets=list(changes.added_targets),
                                     changed=list(changes.changed_keys))
     save_snapshot(cfg, out.root)  # what this run uses; the next --resume compares against it
-    status = StatusLine(enabled=not args.no_status)
+    status = StatusLine(enabled=not args.no_status, show_quarantine=args.show_quarantine)
     coordinator = Coordinator(cfg, comm, out, journal, status=status)
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once

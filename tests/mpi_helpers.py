@@ -78,12 +78,12 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
                  extra_args: list[str] | None = None, out: Path | None = None,
                  env: dict[str, str] | None = None, mpiexec_args: list[str] | None = None,
                  mpiexec: str | None = None, python: str | None = None,
-                 on_start: Callable[[subprocess.Popen], None] | None = None) -> Run:
+                 on_start: Callable[[subprocess.Popen], None] | None = None, no_status: bool = True) -> Run:
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
     cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable, "-m", "symfence.coordinator", "--config", str(config),
-           "--out", str(out), "--no-status", *(extra_args or [])]
+           "--out", str(out), *(["--no-status"] if no_status else []), *(extra_args or [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     if on_start is not None:

@@ -202,7 +202,19 @@ class Worker:
         if self.faults is not None:
             held += tuple(self.faults.held_back)  # withheld `late` results are still ours
         self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.HEARTBEAT, held, {
-            "work_received": self.work_received, "busy_s": round(self.busy_s, 6)})))
+            "work_received": self.work_received, "busy_s": round(self.busy_s, 6), "rss_mb": self._rss_mb()})))
+
+    def _rss_mb(self) -> int:
+        """Resident memory of this worker and its executors' child processes (Linux /proc; else 0)."""
+        pids = [os.getpid()] + [pid for ex in self.executors.values() if (pid := getattr(ex, "child_pid", None))]
+        pages = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/statm") as fh:
+                    pages += int(fh.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        return pages * os.sysconf("SC_PAGE_SIZE") >> 20
 
     # ------------------------------------------------------------------ execution
 
