@@ -655,7 +655,7 @@ class Coordinator:
         values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
                    f"{st.committed / elapsed:.2f}"]
         self._append_plot(plot_header(), ", ".join(str(v) for v in values) + "\n")
-        self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) // 1000)
+        self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) / 1000)
 
     def _append_plot(self, header: str, row: str) -> None:
         """plot_data continues across --resume; a file with other columns is kept aside."""

@@ -240,7 +240,20 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("--json", action="store_true", help="print the raw JSON lines (for jq)")
     status = sub.add_parser("status", help="summarise a campaign's journal and stats")
     status.add_argument("outdir")
+    plot = sub.add_parser("plot", help="draw PNG charts of a campaign over time (coverage, speed, corpus, findings, per target)")
+    plot.add_argument("outdir")
+    plot.add_argument("--to", help="folder for the PNGs (default: OUTDIR/plots)")
     args = p.parse_args(argv)
+    if args.command == "plot":
+        from symfence.coordinator.plot import PlotError, plot_campaign
+
+        try:
+            written = plot_campaign(Path(args.outdir), Path(args.to) if args.to else None)
+        except PlotError as exc:
+            return fail(str(exc), 1)
+        for path in written:
+            print(path)
+        return 0
     if args.command == "run":
         return cmd_run(args)
     if args.command == "logs":

@@ -61,14 +61,14 @@ class TargetTracker:
 
     # --- plot_targets -------------------------------------------------------------------------
 
-    def append_plot(self, out: Path, relative_time: int) -> None:
+    def append_plot(self, out: Path, relative_time: float) -> None:
         path = out / PLOT_TARGETS
         header = "# " + ", ".join(PLOT_TARGETS_COLUMNS) + "\n"
         if not path.exists():
             path.write_text(header)
         with path.open("a") as fh:
             for target, p in self.by_target.items():
-                fh.write(f"{relative_time}, {target}, {p.corpus}, {p.edges}, {p.crashes}, {p.hangs}, {p.execs},"
+                fh.write(f"{relative_time:.1f}, {target}, {p.corpus}, {p.edges}, {p.crashes}, {p.hangs}, {p.execs},"
                          f" {p.tasks}, {p.errors}\n")
 
 

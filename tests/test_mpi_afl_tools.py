@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -150,6 +151,21 @@ def test_afl_whatsup_and_afl_plot_read_a_campaign_and_its_resume(tmp_path):
     check_whatsup_matches(whatsup(sync, "-d"), s2)
     plot(out, tmp_path / "plot2")
     check_sourceable(out / "fuzzer_stats")
+    check_symfence_plot(out, targets)
+
+
+def check_symfence_plot(out: Path, targets: list[str]) -> None:
+    """`symfence plot` draws the same (resumed) campaign with matplotlib, per target too."""
+    r = subprocess.run([sys.executable, "-m", "symfence", "plot", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    names = {Path(line).name for line in r.stdout.split()}
+    assert {"coverage.png", "execs.png", "corpus.png", "findings.png", "quarantine.png",
+            "targets_edges_found.png", "targets_corpus_count.png"} <= names, names
+    for name in names:
+        assert (out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = (out / "plot_targets").read_text().splitlines()[1:]
+    assert {row.split(", ")[1] for row in rows} == set(targets)  # one row per target per interval
 
 
 def check_sourceable(path: Path) -> None:
