@@ -23,6 +23,7 @@ from symfence.coordinator import failpoints, interrupt
 from symfence.coordinator.afl import AflState, plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.config import Config
+from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import Journal, NewEntry, NewFinding
 from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
@@ -46,7 +47,7 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     if cfg["campaign.executor"] == "synthetic":
         s = cfg.section("synthetic")
         return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
-    return dict(cfg["concolic.options"])
+    return {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
 
 
 def load_seeds(cfg: Config) -> list[bytes]:
@@ -100,6 +101,8 @@ class Coordinator:
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
         self.options = executor_options(cfg)
+        self.plan = HybridPlan.from_config(cfg)  # which stage each free slot gets
+        self.corpus_executor = self.plan.corpus_stage.value  # runs corpus entries' work items
         self.crash_signatures: set[str] = set()
         self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)
         self.seed_count = 0
@@ -183,12 +186,12 @@ class Coordinator:
         for target in self.cfg["campaign.targets"]:
             for data in load_seeds(self.cfg):
                 sha = sha256_hex(data)
-                wid = work_id_for(self.executor, target, sha, 0, self.options)
+                wid = work_id_for(self.corpus_executor, target, sha, 0, self.options)
                 entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
                                         new_bits=0, found_s=0.0, work_id=wid, target=target))
         added = self.journal.add_seeds(entries)
         for e in added:
-            self.scheduler.add(WorkItem.from_record(e))
+            self._queue_entry(e)
             self.afl.entry(e.queue_id, None, time.time(), seed=True)
             self.targets[e.target].corpus += 1
         self.seed_count += len(added)
@@ -204,9 +207,11 @@ class Coordinator:
         blob = self.journal.coverage()
         if blob:
             self.coverage = CoverageMap.from_bytes(blob)
-        pending = self.journal.pending_work()
+        pending = self.journal.pending_work() if self.plan.concolic_on else []
         for w in pending:
             self.scheduler.requeue(WorkItem.from_record(w))
+        for e in self.journal.iter_corpus():
+            self.plan.add_entry(e.target, e.data)
         self.scheduler.known |= self.journal.known_work_ids()
         self.stats.corpus = self.journal.corpus_count()
         restored = self._restore_files()
@@ -334,8 +339,8 @@ class Coordinator:
             self.request_stop("duration reached")
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
-        elif not len(self.scheduler) and not len(self.inflight):
-            self.request_stop("work exhausted")
+        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.inflight):
+            self.request_stop("work exhausted")  # a mutation stage never runs out of work
 
     # ------------------------------------------------------------------ dispatch
 
@@ -346,9 +351,9 @@ class Coordinator:
             if rank not in self.alive:
                 continue
             for _ in range(self.depth - self.inflight.in_flight_count(rank)):
-                item = self.scheduler.pop()
+                item = self.plan.pick(rank, self.scheduler)
                 if item is None:
-                    return
+                    break
                 self._dispatch(rank, item)
 
     def _dispatch(self, rank: Rank, item: WorkItem) -> None:
@@ -357,12 +362,14 @@ class Coordinator:
         self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
         self.leased[token] = item
         self.afl.cur_item = item.queue_id or 0
-        self.journal.lease(item.work_id, token)
+        if not item.stage:  # fuzz slices are transient: fenced by token, not leased in the journal
+            self.journal.lease(item.work_id, token)
         failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
-        work = Work(token, item.work_id, item.data, item.sha256, self.executor, item.target, item.bound,
-                    self.options, self.deadline_s, version, delta, item.attempts + 1)
+        executor, options = (item.stage, self.plan.fuzz_options) if item.stage else (self.corpus_executor, self.options)
+        work = Work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
+                    options, self.deadline_s, version, delta, item.attempts + 1)
         self.pump.send(rank, Tag.WORK, encode(work))
         self.stats.dispatched += 1
         if item.attempts:
@@ -374,7 +381,9 @@ class Coordinator:
         item = self.leased.pop(token)
         setattr(self.stats, why.value, getattr(self.stats, why.value) + 1)
         attempts = item.attempts + 1
-        if why is not Revocation.CANCELLED and attempts >= self.cfg["dispatch.max_attempts"]:
+        if item.stage:
+            self.plan.slice_ended(item, committed=False)  # not redone: the next slice starts afresh
+        elif why is not Revocation.CANCELLED and attempts >= self.cfg["dispatch.max_attempts"]:
             self.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
             self.stats.work_failed += 1
             log.error("task.failed", work_id=item.work_id[:16], attempts=attempts, reason=why.value)
@@ -437,7 +446,12 @@ class Coordinator:
         progress.errors += result.status is Status.ERROR
         self.solver_queries += int(result.stats.get("queries", 0))
         self.solver_timeouts += int(result.stats.get("unknown", 0))
-        self._merge_trace(result.trace, item.target)
+        stage = self.plan.stage_of(item)
+        fig = self.plan.figures[stage]
+        fig.results += 1
+        fig.execs += result.cost.execs
+        fig.busy_s += result.cost.wall_s
+        self._merge_trace(result.trace, item.target, stage)
         findings: list[NewFinding] = []
         if result.status in (Status.CRASH, Status.HANG):
             self._finding(findings, result.status, item.data, item.sha256, result.error, item, found_s)
@@ -452,17 +466,21 @@ class Coordinator:
                 st.triage_rejected["bad_sha256"] += 1
             elif c.kind in (Status.CRASH, Status.HANG):
                 self._finding(findings, c.kind, c.data, sha, c.detail, item, found_s)
-            elif (bits := self._merge_trace(c.trace, item.target)) is None:
+            elif (bits := self._merge_trace(c.trace, item.target, stage)) is None:
                 continue
             elif bits == 0:
                 st.triage_rejected["no_new_bits"] += 1
             else:
-                wid = work_id_for(self.executor, item.target, sha, c.bound, self.options)
+                wid = work_id_for(self.corpus_executor, item.target, sha, c.bound, self.options)
                 entries.append(NewEntry(sha256=sha, data=c.data, bound=c.bound, parent=item.queue_id,
-                                        origin=self.executor, new_bits=bits, found_s=found_s,
+                                        origin=stage.value, new_bits=bits, found_s=found_s,
                                         work_id=wid, target=item.target))
-        receipt = self.journal.commit(item.work_id, result.token, status=result.status.value,
-                                      new_entries=entries, findings=findings)
+        if item.stage:
+            self.plan.slice_ended(item, committed=True)
+            receipt = self.journal.record_transient(item.work_id, new_entries=entries, findings=findings)
+        else:
+            receipt = self.journal.commit(item.work_id, result.token, status=result.status.value,
+                                          new_entries=entries, findings=findings)
         failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
             st.journal_fence_rejected += 1
@@ -471,12 +489,15 @@ class Coordinator:
         st.triage_rejected["duplicate_input"] += receipt.skipped_entries
         now = time.time()
         for e in receipt.entries:
-            self.scheduler.add(WorkItem.from_record(e))
+            self._queue_entry(e)
             self.afl.entry(e.queue_id, e.parent, now)
         if receipt.entries:
             progress.corpus += len(receipt.entries)
             progress.last_find = now
         st.corpus += len(receipt.entries)
+        fig.new_inputs += len(receipt.entries)
+        fig.crashes += sum(1 for f in receipt.findings if f.kind.value == "crash")
+        fig.hangs += sum(1 for f in receipt.findings if f.kind.value == "hang")
         for f in receipt.findings:
             if f.kind.value == "crash":
                 self.afl.crash(now, st.execs)
@@ -488,7 +509,13 @@ class Coordinator:
                         signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
                         found_s=round(found_s, 2), worker=source)
 
-    def _merge_trace(self, packed: bytes, target: str) -> int | None:
+    def _queue_entry(self, entry: Any) -> None:
+        """A new durable-to-be corpus entry: the engine's queue (if it runs) and the fuzzer's."""
+        if self.plan.concolic_on:
+            self.scheduler.add(WorkItem.from_record(entry))
+        self.plan.add_entry(entry.target, entry.data)
+
+    def _merge_trace(self, packed: bytes, target: str, stage: Stage) -> int | None:
         if not packed:
             return 0
         try:
@@ -497,7 +524,9 @@ class Coordinator:
             self.stats.triage_rejected["bad_trace"] += 1
             return None
         seen = self.coverage.seen
-        self.targets[target].edges += sum(1 for edge in trace if not seen[edge])  # edges it reached first
+        fresh = sum(1 for edge in trace if not seen[edge])  # edges it reached first
+        self.targets[target].edges += fresh
+        self.plan.figures[stage].edges_first += fresh
         return self.coverage.merge(trace)
 
     def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, sha: str, detail: str,
@@ -625,7 +654,7 @@ class Coordinator:
             memory_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
             workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.alive), targets=targets,
             quarantine_reasons=reasons, conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
-            show_quarantine=self.status.show_quarantine)
+            show_quarantine=self.status.show_quarantine, stages=self.plan.status_text())
 
     def _write_stats(self) -> None:
         """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
@@ -643,7 +672,8 @@ class Coordinator:
         own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
             "dispatch_depth": self.depth, "workers_alive": len(self.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
-            "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead})
+            "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
+            **self.plan.stat_items()})
         taken = {k for k, _ in afl_rows} | {"total_crashes"}
         rows = [*afl_rows, ("total_crashes", self.afl.prev_total_crashes + st.crashes_total),
                 *(r for r in own if r[0] not in taken)]
@@ -654,7 +684,8 @@ class Coordinator:
                                       saved_crashes=st.crashes, saved_hangs=st.hangs)
         values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
                    f"{st.committed / elapsed:.2f}"]
-        self._append_plot(plot_header(), ", ".join(str(v) for v in values) + "\n")
+        values += self.plan.plot_values()
+        self._append_plot(plot_header(self.plan.plot_columns()), ", ".join(str(v) for v in values) + "\n")
         self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) / 1000)
 
     def _append_plot(self, header: str, row: str) -> None:

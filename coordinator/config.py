@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-# The executor a config with `targets` but no `executor` gets: the Python (concolic) engine.
+# The executor a config with `targets` but no `executor` gets: both stages (engine + Atheris).
 # The synthetic executor is for benchmarks and tests and must be asked for by name.
-DEFAULT_PYTHON_EXECUTOR = "concolic"
+DEFAULT_PYTHON_EXECUTOR = "hybrid"
 # Executors whose targets are Python `module.path:function` specs (imported and checked up front).
-PYTHON_EXECUTORS = ("concolic",)
+PYTHON_EXECUTORS = ("hybrid", "concolic", "fuzz")
 EXECUTORS = ("synthetic", *PYTHON_EXECUTORS)
 FAULT_KINDS = (
     "duplicate",
@@ -82,6 +82,15 @@ def _str_list(key: str, v: Any) -> list[str]:
     return list(v)
 
 
+def _share(key: str, v: Any) -> float | str:
+    """The fuzz stage's share of worker time: a number in [0, 1] or "auto"."""
+    if v == "auto":
+        return v
+    if type(v) not in (int, float) or not 0 <= v <= 1:
+        raise ConfigError(key, f'must be "auto" or a number in [0, 1], got {v!r}')
+    return float(v)
+
+
 def _options(key: str, v: Any) -> dict[str, Any]:
     if type(v) is not dict:
         raise ConfigError(key, "must be a table of scalar values")
@@ -148,6 +157,17 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "concolic": {
         "options": ({}, _options),
     },
+    "fuzz": {  # the mutation stage (Atheris): executor "fuzz" or "hybrid"
+        "slice_s": (10.0, _float(0.5)),  # one fuzz slice = this long on one target
+        "share": ("auto", _share),  # fraction of worker time for fuzz slices in a hybrid campaign
+        "exec_timeout_s": (1.0, _float(0.01)),  # one execution; longer is a hang
+        "max_len": (0, _int(0)),  # longest input libFuzzer may generate; 0 = its default (4096, grown gradually)
+        "max_candidates": (1000, _int(1)),  # kept inputs returned per slice
+        "dictionary": (True, _bool),  # feed the engine's comparison constants to libFuzzer
+    },
+    "coverage": {  # the real-trace yardstick for every candidate of either stage
+        "include": ([], _str_list),  # module names or paths; [] = the target's package + its imports
+    },
     "faults": {
         "enabled": (False, _bool),
         "seed": (1, _int(0)),
@@ -205,6 +225,12 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
                 raise ConfigError("campaign.targets", f"{spec!r}: {problem}")
     if len(set(cfg["campaign.targets"])) != len(cfg["campaign.targets"]):
         raise ConfigError("campaign.targets", "names a target twice")
+    deadline, slice_s = cfg["dispatch.deadline_s"], cfg["fuzz.slice_s"]
+    if cfg["campaign.executor"] in ("fuzz", "hybrid") and deadline and deadline < 2 * slice_s + 5:
+        raise ConfigError("dispatch.deadline_s", f"must be 0 or >= 2 * fuzz.slice_s + 5 = {2 * slice_s + 5:g}"
+                                                 f" (a fuzz slice runs {slice_s:g} s), got {deadline:g}")
+    if not cfg["campaign.targets"]:
+        raise ConfigError("campaign.targets", "must name at least one target")
     return cfg
 
 

@@ -676,6 +676,25 @@ class Journal:
             skipped, len(new_findings) - len(recorded),
         )
 
+    def record_transient(
+        self,
+        work_id: str,
+        *,
+        new_entries: Iterable[NewEntry] = (),
+        findings: Iterable[NewFinding] = (),
+    ) -> CommitReceipt:
+        """Record what a transient work item found (a fuzz slice: fenced by its dispatch token,
+        never leased here because it is not redone after a restart). Same skipping as `commit`."""
+        self._writable()
+        entries = list(new_entries)
+        new_findings = list(findings)
+        added, skipped = self._add_entries(entries)
+        recorded = self._add_findings(WorkId(work_id), new_findings)
+        return CommitReceipt(
+            WorkId(work_id), Status.OK, tuple(added), tuple(recorded),
+            skipped, len(new_findings) - len(recorded),
+        )
+
     def save_coverage(self, blob: bytes) -> None:
         """Replace the coverage snapshot; durable with the next flush."""
         self._writable()

@@ -56,7 +56,7 @@ class OutputDir:
         return path
 
     def queue_entry(self, queue_id: int, data: bytes, *, parent: int | None, origin: str, new_bits: int) -> Path:
-        src = "seed" if parent is None else f"src:{parent:06d}"
+        src = ("seed" if origin == "seed" else "src:none") if parent is None else f"src:{parent:06d}"
         tag = {2: ",+cov", 1: ",+hit"}.get(new_bits, "")
         return self._write(self.queue / f"id:{queue_id:06d},{src},op:{_safe(origin)}{tag}", data)
 

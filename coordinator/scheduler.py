@@ -21,17 +21,19 @@ class WorkItem:
     new_bits: int = 0  # what the input that made this item found: 2 new edge, 1 new counts
     seed: bool = False
     attempts: int = 0
+    origin: str = ""  # the stage that found the input ("seed", "concolic", "fuzz", ...)
+    stage: str = ""  # "" = a corpus entry's task; "fuzz" = a transient fuzz slice (coordinator.hybrid)
 
     @classmethod
     def from_record(cls, rec: Any) -> WorkItem:
         """From a journal corpus entry or pending-work view (both name their input's origin)."""
         return cls(rec.work_id, rec.data, rec.sha256, rec.target, rec.bound, rec.queue_id, rec.new_bits,
-                   rec.origin == "seed", getattr(rec, "attempts", 0))
+                   rec.origin == "seed", getattr(rec, "attempts", 0), rec.origin)
 
 
 class Scheduler:
-    """Retries first, then seeds, then inputs that found new coverage, then shallower bound,
-    then smaller.
+    """Retries first, then seeds, then the fuzzer's finds (as SymCC takes AFL's queue first),
+    then inputs that found new coverage, then shallower bound, then smaller.
 
     `add` refuses a work_id it has seen before (work is never run twice); `requeue` puts back
     an item whose dispatch was revoked (or that a resumed campaign found pending).
@@ -44,7 +46,7 @@ class Scheduler:
 
     @staticmethod
     def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
-        tier = -1 if item.attempts else (0 if item.seed else 1)
+        tier = -1 if item.attempts else (0 if item.seed else (1 if item.origin == "fuzz" else 2))
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:

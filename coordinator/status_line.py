@@ -62,6 +62,7 @@ class Snapshot:
     quarantine_reasons: tuple[tuple[str, int], ...] = ()  # non-zero reasons only
     conservation_ok: bool = True
     show_quarantine: bool = False  # `--show-quarantine`: always show quarantine/conservation
+    stages: str = ""  # per-stage figures (coordinator.hybrid.HybridPlan.status_text)
 
 
 def ago(seconds: float | None) -> str:
@@ -89,6 +90,7 @@ def render(s: Snapshot) -> str:
         f"edges {s.edges} ({s.map_density:.2f}%)  queue {s.queue} (pending {s.pending})  "
         f"crashes {s.crashes}{oom}  hangs {s.hangs}  last path {ago(s.since_path_s)}  "
         f"in-flight {s.in_flight}  workers {s.workers}"
+        + (f"  | {s.stages}" if s.stages else "")
     )
     if s.task_errors:
         line += f"  TASK ERRORS {s.task_errors}"
@@ -111,6 +113,8 @@ def render_lines(s: Snapshot) -> list[str]:
         f"  engine  solver {s.solver_s:.1f}s over {s.solver_queries} queries, {s.solver_timeouts} timed out"
         f"  memory: coordinator {s.memory_mb} MB, workers {s.workers_memory_mb} MB",
     ]
+    if s.stages:
+        lines.append(f"  stages  {s.stages}")
     width = max((len(t.name) for t in s.targets), default=0)
     for t in s.targets:
         err = f"  errors {t.errors}" if t.errors else ""

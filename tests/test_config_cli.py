@@ -15,7 +15,7 @@ def test_defaults_fill_in():
     cfg = parse({"campaign": {"targets": ["parser:target"]}})
     assert cfg["dispatch.depth"] == 2
     # targets but no executor: the Python engine, never the synthetic benchmark
-    assert cfg["campaign.executor"] == DEFAULT_PYTHON_EXECUTOR == "concolic"
+    assert cfg["campaign.executor"] == DEFAULT_PYTHON_EXECUTOR == "hybrid"
     assert parse({"campaign": {"executor": "synthetic"}})["campaign.targets"] == ["synthetic"]
 
 

@@ -12,6 +12,12 @@ def make_executor(name: str) -> Executor:
         return SyntheticExecutor()
     if name == "concolic":
         from symfence.worker.executors.concolic import ConcolicExecutor
+        from symfence.worker.executors.traced import TracedExecutor
 
-        return ConcolicExecutor()
+        return TracedExecutor(ConcolicExecutor(), trace_input=True, keep_inner=True)
+    if name == "fuzz":
+        from symfence.worker.executors.fuzz import FuzzExecutor
+        from symfence.worker.executors.traced import TracedExecutor
+
+        return TracedExecutor(FuzzExecutor(), trace_input=False)
     raise ValueError(f"unknown executor {name!r}")

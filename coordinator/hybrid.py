@@ -1,0 +1,217 @@
+"""Hybrid scheduling: which stage (concolic engine or Atheris fuzz slice) each free dispatch slot gets.
+
+``campaign.executor`` picks the stages: ``hybrid`` (both), ``concolic`` (engine only), ``fuzz``
+(Atheris only) or ``synthetic`` (benchmarks). Corpus entries are work items of the corpus stage
+(the engine), scheduled by ``Scheduler`` with the fuzzer's finds first; fuzz slices are transient
+work items made here on demand (not in the journal: a lost slice is simply not redone). Each slice
+carries the corpus entries and dictionary tokens of its target that its rank has not acknowledged
+yet (a rank acknowledges by a committed slice result), as a ``protocol.fuzzslice`` spec.
+
+Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
+rate of first-found edges per busy second decides, clamped to [0.2, 0.8] (0.5 until both stages
+have run for a while). A rank holds at most one fuzz slice at a time while the engine has work, so
+its other dispatch slots keep the engine's queue moving.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.protocol.fuzzslice import MAX_TOKEN_BYTES, SliceSpec, pack_spec
+from symfence.protocol.ids import Rank, sha256_hex, work_id_for
+
+_AUTO_MIN, _AUTO_MAX = 0.2, 0.8
+_AUTO_WARMUP_S = 5.0  # busy seconds per stage before "auto" trusts the rates
+_MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
+
+
+class Stage(str, enum.Enum):
+    """Who produced a result (and gets credit for what it found)."""
+
+    CONCOLIC = "concolic"
+    FUZZ = "fuzz"
+    SYNTHETIC = "synthetic"
+
+
+@dataclass
+class StageFigures:
+    execs: int = 0
+    new_inputs: int = 0  # corpus entries it added
+    crashes: int = 0  # unique crashes it found
+    hangs: int = 0
+    edges_first: int = 0  # map edges it was the first to hit
+    busy_s: float = 0.0  # worker wall time of its committed results
+    results: int = 0
+
+
+@dataclass
+class _SliceInfo:
+    rank: Rank
+    target: str
+    cursor: tuple[int, int]  # (entries, tokens) of the target this slice brings the rank up to
+
+
+@dataclass
+class HybridPlan:
+    mode: str
+    targets: list[str]
+    fuzz_options: dict[str, Any]
+    share_setting: float | str = "auto"
+    depth: int = 2
+    dictionary: bool = True
+    entries: dict[str, list[bytes]] = field(default_factory=dict)
+    tokens: dict[str, list[bytes]] = field(default_factory=dict)
+    figures: dict[Stage, StageFigures] = field(default_factory=dict)
+    _token_sets: dict[str, set[bytes]] = field(default_factory=dict)
+    _acked: dict[tuple[Rank, str], tuple[int, int]] = field(default_factory=dict)
+    _slices: dict[str, _SliceInfo] = field(default_factory=dict)  # work_id -> slice in flight
+    _seq: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> HybridPlan:
+        fz = cfg.section("fuzz")
+        options = {k: fz[k] for k in ("slice_s", "exec_timeout_s", "max_len", "max_candidates")}
+        options["cov_include"] = ",".join(cfg["coverage.include"])
+        plan = cls(cfg["campaign.executor"], list(cfg["campaign.targets"]), options, fz["share"],
+                   cfg["dispatch.depth"], fz["dictionary"])
+        for stage in Stage:
+            plan.figures[stage] = StageFigures()
+        return plan
+
+    # -- what runs ------------------------------------------------------------------------------
+
+    @property
+    def concolic_on(self) -> bool:
+        return self.mode in ("hybrid", "concolic", "synthetic")
+
+    @property
+    def fuzz_on(self) -> bool:
+        return self.mode in ("hybrid", "fuzz")
+
+    @property
+    def corpus_stage(self) -> Stage:
+        """The executor that runs corpus entries (their work items)."""
+        return Stage.SYNTHETIC if self.mode == "synthetic" else Stage.CONCOLIC
+
+    def share(self) -> float:
+        """The fuzz stage's current target share of worker time."""
+        if not self.fuzz_on:
+            return 0.0
+        if not self.concolic_on:
+            return 1.0
+        if self.share_setting != "auto":
+            return float(self.share_setting)
+        fz, cc = self.figures[Stage.FUZZ], self.figures[self.corpus_stage]
+        if fz.busy_s < _AUTO_WARMUP_S or cc.busy_s < _AUTO_WARMUP_S:
+            return 0.5
+        fz_rate = (fz.edges_first + 1) / fz.busy_s
+        cc_rate = (cc.edges_first + 1) / cc.busy_s
+        return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate / (fz_rate + cc_rate)))
+
+    def pick(self, rank: Rank, scheduler: Scheduler) -> WorkItem | None:
+        """The next work item for a free slot of ``rank``: an engine task or a fuzz slice."""
+        if not self.fuzz_on:
+            return scheduler.pop() if self.concolic_on else None
+        held = sum(1 for s in self._slices.values() if s.rank == rank)
+        if not self.concolic_on:
+            return self._make_slice(rank) if held < self.depth else None
+        if not len(scheduler):
+            return self._make_slice(rank) if held < 1 else None
+        if held < 1 and self._fuzz_behind():
+            return self._make_slice(rank)
+        return scheduler.pop()
+
+    def _fuzz_behind(self) -> bool:
+        fz, cc = self.figures[Stage.FUZZ], self.figures[self.corpus_stage]
+        in_flight = len(self._slices) * float(self.fuzz_options["slice_s"])
+        total = fz.busy_s + cc.busy_s + in_flight
+        return fz.busy_s + in_flight <= self.share() * total
+
+    # -- fuzz slices --------------------------------------------------------------------------
+
+    def _make_slice(self, rank: Rank) -> WorkItem:
+        target = self.targets[self._seq % len(self.targets)]
+        self._seq += 1
+        sent_entries, sent_tokens = self._acked.get((rank, target), (0, 0))
+        entries = self.entries.get(target, [])
+        tokens = self.tokens.get(target, [])
+        spec = pack_spec(SliceSpec(tuple(entries[sent_entries:]), tuple(tokens[sent_tokens:])))
+        sha = sha256_hex(spec)
+        work_id = work_id_for(Stage.FUZZ.value, target, sha, self._seq, self.fuzz_options)
+        self._slices[work_id] = _SliceInfo(rank, target, (len(entries), len(tokens)))
+        return WorkItem(work_id, spec, sha, target, self._seq, stage=Stage.FUZZ.value)
+
+    def slice_ended(self, item: WorkItem, *, committed: bool) -> None:
+        """A slice's dispatch ended; a committed one acknowledges what it carried."""
+        info = self._slices.pop(item.work_id, None)
+        if info is not None and committed:
+            key = (info.rank, info.target)
+            old = self._acked.get(key, (0, 0))
+            self._acked[key] = (max(old[0], info.cursor[0]), max(old[1], info.cursor[1]))
+
+    # -- what the stages share ------------------------------------------------------------------
+
+    def add_entry(self, target: str, data: bytes) -> None:
+        self.entries.setdefault(target, []).append(data)
+
+    def add_tokens(self, target: str, tokens: Any) -> int:
+        """Dictionary tokens from the engine for the target's next slices; returns how many are new."""
+        if not self.dictionary:
+            return 0
+        known = self._token_sets.setdefault(target, set())
+        kept = self.tokens.setdefault(target, [])
+        added = 0
+        for token in tokens:
+            if type(token) is bytes and 0 < len(token) <= MAX_TOKEN_BYTES and token not in known \
+                    and len(kept) < _MAX_TOKENS:
+                known.add(token)
+                kept.append(token)
+                added += 1
+        return added
+
+    def stage_of(self, item: WorkItem) -> Stage:
+        return Stage.FUZZ if item.stage == Stage.FUZZ.value else self.corpus_stage
+
+    # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
+
+    def _stages(self) -> list[Stage]:
+        if self.mode == "synthetic":
+            return [Stage.SYNTHETIC]
+        return [Stage.CONCOLIC, Stage.FUZZ]
+
+    def stat_items(self) -> dict[str, Any]:
+        """``fuzzer_stats`` rows: per stage execs, new inputs, crashes, hangs, first-found edges
+        and their share of all edges, busy seconds; and the fuzz share in force."""
+        rows: dict[str, Any] = {}
+        total = sum(self.figures[s].edges_first for s in self._stages())
+        for stage in self._stages():
+            f = self.figures[stage]
+            rows.update({f"{stage.value}_execs": f.execs, f"{stage.value}_results": f.results,
+                         f"{stage.value}_new_inputs": f.new_inputs, f"{stage.value}_crashes": f.crashes,
+                         f"{stage.value}_hangs": f.hangs, f"{stage.value}_edges_first": f.edges_first,
+                         f"{stage.value}_edges_share": f"{100.0 * f.edges_first / total if total else 0:.1f}%",
+                         f"{stage.value}_busy_s": round(f.busy_s, 3)})
+        rows["fuzz_share"] = round(self.share(), 3)
+        rows["fuzz_share_setting"] = self.share_setting if self.fuzz_on and self.concolic_on else self.mode
+        return rows
+
+    def plot_columns(self) -> tuple[str, ...]:
+        return tuple(f"{s.value}_{k}" for s in self._stages() for k in ("execs", "new_inputs", "crashes", "edges_first"))
+
+    def plot_values(self) -> list[int]:
+        return [v for f in (self.figures[s] for s in self._stages())
+                for v in (f.execs, f.new_inputs, f.crashes, f.edges_first)]
+
+    def status_text(self) -> str:
+        """The status line's stage part: who found what (execs / new inputs / edges first)."""
+        if self.mode == "synthetic":
+            return ""
+        parts = []
+        for stage, short in ((Stage.CONCOLIC, "engine"), (Stage.FUZZ, "fuzz")):
+            f = self.figures[stage]
+            parts.append(f"{short} {f.execs:,}x/{f.new_inputs}+/{f.edges_first}e")
+        share = f"  fuzz share {self.share():.0%}" if self.fuzz_on and self.concolic_on else ""
+        return "  ".join(parts) + share

@@ -1,0 +1,283 @@
+"""The fuzz Executor: one task = one time slice of Atheris (libFuzzer) on one target, in a child process.
+
+The WORK's data is a ``protocol.fuzzslice`` spec: corpus entries and dictionary tokens this
+worker does not have yet for that target. The executor keeps, per target, a corpus folder (every
+entry the coordinator sent plus every input its own slices kept) and a dictionary, so a slice
+never resends the whole queue. A slice runs ``python -m symfence.worker.fuzz.slice_child`` for
+``slice_s`` seconds; Python exceptions and CPU time-outs are caught inside (the run goes on), and
+when something Python cannot catch ends the process early (native crash, native hang past
+libFuzzer's ``-timeout``, out of memory) the executor keeps libFuzzer's artifact and starts the
+child again for the rest of the slice. The outcome's candidates are every input libFuzzer kept
+in this slice (OK), and every crash and hang (CRASH / HANG with their traceback). Traces are
+filled in by ``TracedExecutor`` (the real tracer), not here.
+
+Options (``Task.options``): ``slice_s``, ``exec_timeout_s``, ``max_len``, ``max_candidates``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from symfence.protocol.fuzzslice import unpack_spec
+from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.realtrace.client import child_env
+
+_MIN_RUN_S = 1  # libFuzzer's -max_total_time is whole seconds; less is not worth a restart
+_START_GRACE_S = 30.0  # import + instrumentation + corpus load before the slice clock matters
+_ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
+                   "timeout": ExitKind.HANG}
+_FINAL_EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
+
+
+@dataclass(frozen=True)
+class FuzzOptions:
+    slice_s: float = 10.0
+    exec_timeout_s: float = 1.0
+    max_len: int = 0  # 0 = libFuzzer's default (grows lengths gradually, up to 4096)
+    max_candidates: int = 1000
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> FuzzOptions:
+        values: dict[str, Any] = {}
+        for name, default in ((f, getattr(cls, f)) for f in cls.__dataclass_fields__):
+            if name not in options:
+                continue
+            v = options[name]
+            if type(default) is int and (type(v) is not int or v < (0 if name == "max_len" else 1)):
+                raise ValueError(f"option {name} must be a positive int, not {v!r}")
+            if type(default) is float and (type(v) not in (int, float) or not v > 0):
+                raise ValueError(f"option {name} must be a positive number, not {v!r}")
+            values[name] = type(default)(v)
+        return cls(**values)
+
+
+def _dict_line(i: int, token: bytes) -> str:
+    body = "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\x{b:02x}" for b in token)
+    return f'kw{i}="{body}"\n'
+
+
+@dataclass
+class _TargetState:
+    corpus: Path
+    dictionary: Path
+    tokens: list[bytes] = field(default_factory=list)
+    token_set: set[bytes] = field(default_factory=set)
+
+
+@dataclass
+class _Slice:
+    task: Task
+    options: FuzzOptions
+    state: _TargetState
+    folder: Path
+    started: float
+    ends: float
+    proc: subprocess.Popen | None = None
+    run_started: float = 0.0
+    runs: int = 0
+    restarts: int = 0
+    execs: int = 0
+    cpu_s: float = 0.0
+    artifacts: list[CandidateOut] = field(default_factory=list)
+
+
+class FuzzExecutor:
+    """Executor for Atheris fuzz slices; see the module docstring."""
+
+    def __init__(self, *, python: str | None = None, workdir: str | None = None):
+        self._python = python or sys.executable
+        self._root = Path(tempfile.mkdtemp(prefix="symfence-fuzz-", dir=workdir))
+        self._targets: dict[str, _TargetState] = {}
+        self._run: _Slice | None = None
+        self._ready: Outcome | None = None
+        self._seq = 0
+
+    # -- Executor protocol --------------------------------------------------------------------
+
+    def start(self, task: Task) -> None:
+        self._ready = None
+        try:
+            options = FuzzOptions.from_mapping(task.options)
+            spec = unpack_spec(task.data)
+        except ValueError as exc:
+            self._ready = Outcome(ExitKind.ERROR, error=f"bad fuzz slice: {exc}")
+            return
+        state = self._target(task.target)
+        for entry in spec.entries:
+            path = state.corpus / hashlib.sha1(entry).hexdigest()
+            if not path.exists():
+                path.write_bytes(entry)
+        new_tokens = [t for t in spec.tokens if t not in state.token_set]
+        if new_tokens:
+            state.tokens.extend(new_tokens)
+            state.token_set.update(new_tokens)
+            with state.dictionary.open("a") as fh:
+                for i, token in enumerate(new_tokens, len(state.tokens) - len(new_tokens)):
+                    fh.write(_dict_line(i, token))
+        self._seq += 1
+        folder = self._root / f"slice-{self._seq}"
+        for sub in ("new", "found", "artifacts"):
+            (folder / sub).mkdir(parents=True)
+        now = time.monotonic()
+        self._run = _Slice(task, options, state, folder, now, now + options.slice_s)
+        self._launch(self._run)
+
+    def wait(self, timeout_s: float) -> Outcome | None:
+        if self._ready is not None:
+            outcome, self._ready = self._ready, None
+            return outcome
+        run = self._run
+        if run is None:
+            return None
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            assert run.proc is not None
+            pid, status, usage = os.wait4(run.proc.pid, os.WNOHANG)
+            if pid:
+                run.proc.returncode = os.waitstatus_to_exitcode(status)
+                run.cpu_s += usage.ru_utime + usage.ru_stime
+                return self._run_ended(run)
+            now = time.monotonic()
+            if now > run.ends + _START_GRACE_S + 2 * run.options.exec_timeout_s:
+                self._kill(run)  # libFuzzer did not stop on its own: a backstop, not the plan
+                run.cpu_s += 0.0
+                return self._run_ended(run, killed=True)
+            if now >= deadline:
+                return None
+            time.sleep(min(0.01, deadline - now))
+
+    def abort(self) -> None:
+        run, self._run = self._run, None
+        self._ready = None
+        if run is not None:
+            self._kill(run)
+            shutil.rmtree(run.folder, ignore_errors=True)
+
+    def close(self) -> None:
+        self.abort()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -- one slice ----------------------------------------------------------------------------
+
+    def _target(self, target: str) -> _TargetState:
+        state = self._targets.get(target)
+        if state is None:
+            folder = self._root / hashlib.sha256(target.encode()).hexdigest()[:16]
+            (folder / "corpus").mkdir(parents=True)
+            state = self._targets[target] = _TargetState(folder / "corpus", folder / "dictionary")
+        return state
+
+    def _launch(self, run: _Slice) -> None:
+        opts = run.options
+        remaining = max(_MIN_RUN_S, round(run.ends - time.monotonic()))
+        args = [str(run.folder / "new"), str(run.state.corpus), f"-max_total_time={remaining}",
+                f"-timeout={int(2 * opts.exec_timeout_s) + 1}",
+                f"-artifact_prefix={run.folder / 'artifacts'}{os.sep}", "-print_final_stats=1",
+                "-rss_limit_mb=2048"]
+        if opts.max_len:  # an explicit -max_len turns off libFuzzer's gradual length control
+            args.append(f"-max_len={opts.max_len}")
+        if run.state.tokens:
+            args.append(f"-dict={run.state.dictionary}")
+        spec = {"target": run.task.target, "sys_path": list(sys.path), "libfuzzer_args": args,
+                "found_dir": str(run.folder / "found"), "exec_timeout_s": opts.exec_timeout_s,
+                "execs_path": str(run.folder / "execs")}
+        (run.folder / "spec.json").write_text(json.dumps(spec))
+        (run.folder / "execs").write_text("0")
+        with (run.folder / "log").open("ab") as log:
+            run.proc = subprocess.Popen(
+                [self._python, "-m", "symfence.worker.fuzz.slice_child", str(run.folder / "spec.json")],
+                env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                start_new_session=True,
+            )
+        run.run_started = time.monotonic()
+        run.runs += 1
+
+    @staticmethod
+    def _kill(run: _Slice) -> None:
+        proc = run.proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                run.cpu_s += usage.ru_utime + usage.ru_stime
+            except ChildProcessError:
+                proc.returncode = -9
+
+    def _run_ended(self, run: _Slice, *, killed: bool = False) -> Outcome | None:
+        log = (run.folder / "log").read_bytes()
+        run_log = log[log.rfind(b"INFO: Seed:"):] if b"INFO: Seed:" in log else log
+        counted = int((run.folder / "execs").read_text() or 0)
+        final = _FINAL_EXECS.findall(run_log)
+        run.execs += max(counted, int(final[-1]) if final else 0)
+        early = False
+        for path in sorted((run.folder / "artifacts").iterdir()):
+            kind = _ARTIFACT_KINDS.get(path.name.split("-", 1)[0])
+            if kind is None:
+                path.unlink()
+                continue
+            tail = run_log.decode(errors="replace").splitlines()[-40:]
+            detail = "\n".join(tail) or f"libFuzzer {path.name.split('-', 1)[0]}"
+            run.artifacts.append(CandidateOut(path.read_bytes(), {}, kind, 0, detail))
+            path.unlink()
+            early = True
+        if killed:
+            early = True
+        remaining = run.ends - time.monotonic()
+        if (early or run.proc.returncode != 0) and remaining >= _MIN_RUN_S and run.restarts < 100:
+            run.restarts += 1
+            self._launch(run)
+            return None
+        self._run = None
+        return self._finish(run, log)
+
+    def _finish(self, run: _Slice, log: bytes) -> Outcome:
+        opts = run.options
+        kept = sorted((run.folder / "new").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        hangs_list = run.folder / "found" / "hangs.list"
+        hung = set(hangs_list.read_text().split()) if hangs_list.exists() else set()
+        candidates: list[CandidateOut] = []
+        for path in kept:
+            data = path.read_bytes()
+            if path.name in hung:  # reported below (or a duplicate of a reported hang)
+                path.unlink()
+                continue
+            if len(candidates) < opts.max_candidates:
+                candidates.append(CandidateOut(data, {}, ExitKind.OK, 0))
+            os.replace(path, run.state.corpus / path.name)  # the next slice starts from it too
+        found = 0
+        for path in sorted((run.folder / "found").iterdir()):
+            if path.suffix in (".txt", ".list"):
+                continue
+            kind = ExitKind.CRASH if path.name.startswith("crash-") else ExitKind.HANG
+            detail_path = path.with_name(path.name + ".txt")
+            detail = detail_path.read_text(errors="replace") if detail_path.exists() else ""
+            candidates.append(CandidateOut(path.read_bytes(), {}, kind, 0, detail))
+            found += 1
+        candidates.extend(run.artifacts)
+        error = ""
+        status = ExitKind.OK
+        if run.execs == 0 and not candidates:
+            status = ExitKind.ERROR  # the target never ran: say why (import error, bad target)
+            error = "fuzz slice ran no input:\n" + log.decode(errors="replace")[-4000:]
+        shutil.rmtree(run.folder, ignore_errors=True)
+        stats = {"fuzz_slices": 1, "fuzz_runs": run.runs, "fuzz_restarts": run.restarts,
+                 "fuzz_kept": len(kept), "fuzz_findings": found + len(run.artifacts),
+                 "fuzz_corpus": sum(1 for _ in run.state.corpus.iterdir())}
+        return Outcome(status, {}, tuple(candidates), wall_s=time.monotonic() - run.started,
+                       cpu_s=run.cpu_s, execs=run.execs, error=error, stats=stats)

@@ -1,0 +1,106 @@
+"""One run of libFuzzer (Atheris) on one target: the process a fuzz slice runs in.
+
+Started as ``python -m symfence.worker.fuzz.slice_child SPEC.json`` by
+``worker.executors.fuzz.FuzzExecutor``. The target's module is imported inside
+``atheris.instrument_imports`` (so the target and the library code it imports count for
+libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs until ``-max_total_time`` and exits
+the process. Kept inputs land in the slice's own corpus folder (libFuzzer writes new units to the
+first folder), the worker's corpus folder is read as a second one.
+
+A Python exception or CPU time-out inside the target does not end the run: the harness catches
+it, records the input once per distinct signature (``found/crash-<sha1>`` plus a ``.txt`` with the
+traceback, or ``found/hang-<sha1>``) and returns, so libFuzzer keeps going. Only what Python cannot
+catch (a native crash, a native hang caught by libFuzzer's ``-timeout``, running out of memory)
+ends the process early; libFuzzer then writes its artifact and the parent restarts the slice.
+The harness writes its execution count to ``execs`` every quarter second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+import atheris
+
+_MAX_FINDINGS = 64  # per run: one input per distinct signature, at most this many
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _on_vtalrm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def _signature(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
+    return f"{type(exc).__name__}@{where}"
+
+
+def main(argv: list[str]) -> None:
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    for p in spec["sys_path"]:
+        if p not in sys.path:
+            sys.path.append(p)
+    module_name, _, attr = spec["target"].partition(":")
+    # Everything the target's import brings in is instrumented, symfence and Atheris excepted.
+    with atheris.instrument_imports(exclude=["symfence", "atheris"]):
+        module = importlib.import_module(module_name)
+    fn = getattr(module, attr)
+    found = spec["found_dir"]
+    exec_timeout = float(spec["exec_timeout_s"])
+    execs_path = spec["execs_path"]
+    seen: set[str] = set()
+    state = {"execs": 0, "next_write": time.monotonic() + 0.25}
+    signal.signal(signal.SIGVTALRM, _on_vtalrm)
+    setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
+
+    def record(kind: str, data: bytes, key: str, detail: str) -> None:
+        if key in seen or len(seen) >= _MAX_FINDINGS:
+            return
+        seen.add(key)
+        name = os.path.join(found, f"{kind}-{hashlib.sha1(data).hexdigest()}")
+        with open(name + ".txt", "w") as fh:
+            fh.write(detail)
+        with open(name, "wb") as fh:
+            fh.write(data)
+
+    def one_input(data: bytes) -> None:
+        state["execs"] += 1
+        setitimer(vtimer, exec_timeout, 0.05)
+        try:
+            fn(data)
+        except _Timeout:
+            setitimer(vtimer, 0)
+            with open(os.path.join(found, "hangs.list"), "a") as fh:  # kept ones are not replayed
+                fh.write(hashlib.sha1(data).hexdigest() + "\n")
+            record("hang", data, "hang", f"execution exceeded {exec_timeout:g} s of CPU time")
+        except BaseException as exc:  # noqa: BLE001 - anything the target raises is a crash
+            setitimer(vtimer, 0)
+            exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None  # our frame
+            record("crash", data, _signature(exc), "".join(traceback.format_exception(exc))[-8000:])
+        else:
+            setitimer(vtimer, 0)
+        if state["execs"] & 255 == 0 and time.monotonic() >= state["next_write"]:
+            state["next_write"] = time.monotonic() + 0.25
+            with open(execs_path, "w") as fh:
+                fh.write(str(state["execs"]))
+
+    args = [sys.argv[0], *spec["libfuzzer_args"]]
+    atheris.Setup(args, one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    main(sys.argv[1:])
