@@ -4,7 +4,7 @@ It holds work leases, the corpus, findings, the coverage snapshot, counters and 
 
 Every mutation applies at once to an in-memory mirror, so compare-and-set decisions and id
 assignment never wait on disk. `flush()` writes everything buffered since the last flush in ONE
-SQLite transaction (WAL, synchronous=NORMAL) and returns the corpus entries and findings that
+SQLite transaction (WAL; synchronous NORMAL or FULL, see `Durability`) and returns the corpus entries and findings that
 just became durable: only those may be announced (`queue/`, `crashes/`, `hangs/` files).
 After a SIGKILL everything unflushed is lost and simply redone; everything flushed is exact, and
 queue and finding ids continue from the durable maximum + 1 (unflushed ids were never shown).
@@ -13,8 +13,18 @@ Work item lifecycle (DESIGN.md section 6)::
 
     pending --lease(token)--> leased(token) --commit(token)--> done(status)
        ^                         |  \\--fail(token)--> failed
-       +------requeue(token)-----+
+       +------requeue(token)-----+       failed --retry_failed()--> pending
        +------open(resume=True)--+   recovery: the leases of a dead coordinator are void
+
+`attempts` counts only the revocations the work itself caused (its deadline passed, or its
+worker was lost while running it): a lease voided by a coordinator restart or cancelled by a
+stop is not charged, so restarts never use up a work item's `dispatch.max_attempts`.
+
+Opening checks the file before anything is used (`integrity.verify_database`: SQLite's
+quick_check and the exact schema) and the content while loading it: every input's data must
+match its sha256, and the XOR of every row's hash must equal the `content_digest` that each
+flush writes in the same transaction. A damaged journal is refused with one line naming the
+recovery command; nothing is changed.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import enum
 import fcntl
 import hashlib
+import os
 import re
 import sqlite3
 import time
@@ -29,12 +40,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
+from symfence.coordinator import integrity
+from symfence.coordinator.integrity import JournalDamagedError, JournalError
 from symfence.protocol.ids import DispatchToken, WorkId
 from symfence.protocol.messages import Status
 
 JOURNAL_NAME = "journal.sqlite"
 SCHEMA_VERSION = 1
 RECOVERY_REASON = "requeued: coordinator restarted"
+RETRY_REASON = "retry requested (--retry-failed)"
+RECOVERED_WORK_ID = WorkId("0" * 64)  # the finder of a finding re-admitted from crashes/
+
+
+class Durability(str, enum.Enum):
+    """`journal.synchronous`: when SQLite syncs the write-ahead log (see README, what survives)."""
+
+    NORMAL = "normal"  # a commit survives a process kill; a power loss may lose the last ones
+    FULL = "full"  # a commit survives a power loss too (one fsync per group commit)
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -63,7 +85,7 @@ CREATE TABLE work (                           -- exactly one work item per corpu
     work_id   TEXT NOT NULL,                  -- unique (checked on load)
     state     TEXT NOT NULL CHECK (state IN ('pending', 'leased', 'done', 'failed')),
     token     TEXT CHECK ((state = 'leased') = (token IS NOT NULL)),
-    attempts  INTEGER NOT NULL,               -- leases taken so far
+    attempts  INTEGER NOT NULL,               -- revocations the work caused (deadline, worker lost)
     reason    TEXT NOT NULL,                  -- why it failed / was last requeued
     status    TEXT CHECK ((state = 'done') = (status IS NOT NULL))
 );
@@ -106,10 +128,6 @@ ON CONFLICT (queue_id) DO UPDATE SET
 
 
 # --- errors -------------------------------------------------------------------------------
-
-
-class JournalError(Exception):
-    """A journal problem, phrased as one line."""
 
 
 class JournalExistsError(JournalError):
@@ -379,6 +397,12 @@ class Journal:
         self._run_end_dirty = False
         self._ops = 0
         self._batch_started = 0.0
+        # The content digest of what is durable (integrity.py): per-row hashes of mutable rows.
+        self._digest = 0
+        self._work_hash: dict[str, int] = {}
+        self._run_hash: dict[int, int] = {}
+        self._coverage_hash = 0
+        self._counters_hash = 0
         self._load()
 
     # --- opening and closing ---------------------------------------------------------------
@@ -392,13 +416,17 @@ class Journal:
         batch_ops: int = 256,
         batch_ms: float = 50.0,
         clock: Callable[[], float] = time.monotonic,
+        synchronous: Durability | str = Durability.NORMAL,
     ) -> Journal:
         """Create a journal at `path`, or resume an existing one (requeueing its leased work).
 
         A flush is due once `batch_ops` records are buffered or the oldest is `batch_ms` old.
-        The report of what recovery found is `journal.recovery`.
+        The report of what recovery found is `journal.recovery`. Resuming refuses (with
+        `JournalDamagedError`) an empty file, a file without the schema, and any damage that
+        quick_check, the schema comparison or the content digest finds.
         """
         path = Path(path)
+        durability = Durability(synchronous)
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = _take_lock(path)
         try:
@@ -407,13 +435,18 @@ class Journal:
                     f"{path} already holds a campaign journal: pass --resume to continue it "
                     "or choose another output directory"
                 )
+            existed = path.exists()
+            if resume and existed and path.stat().st_size == 0:
+                raise JournalDamagedError(path, "the file is empty (0 bytes)")
             conn = sqlite3.connect(path, isolation_level=None)
             try:
                 if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
                     raise JournalError(f"{path}: SQLite refused WAL mode")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                version = _schema_version(conn)
-                if version is None:  # a new file (or one whose creation never committed)
+                conn.execute(f"PRAGMA synchronous={durability.value.upper()}")
+                version = _schema_version(conn, path)
+                if version is None and existed:
+                    raise JournalDamagedError(path, "it holds no symfence schema")
+                if version is None:  # a new file
                     conn.executescript(
                         f"BEGIN; {SCHEMA} INSERT INTO meta VALUES "
                         f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
@@ -422,6 +455,7 @@ class Journal:
                     raise JournalError(
                         f"{path} has journal schema {version}, this symfence needs {SCHEMA_VERSION}"
                     )
+                integrity.verify_database(conn, path, SCHEMA)
                 journal = cls(
                     conn, path, readonly=False, lock=lock,
                     batch_ops=batch_ops, batch_ms=batch_ms, clock=clock,
@@ -432,7 +466,9 @@ class Journal:
                 raise
         except sqlite3.DatabaseError as exc:
             lock.close()
-            raise JournalError(f"{path} is not a usable symfence journal: {exc}") from exc
+            if integrity.is_damage(exc):
+                raise JournalDamagedError(path, str(exc)) from exc
+            raise JournalError(f"cannot open {path}: {exc}") from exc
         except BaseException:
             lock.close()
             raise
@@ -444,20 +480,24 @@ class Journal:
 
         Safe while a coordinator is writing. Every read sees one snapshot (the last flush before
         this call) until close(); SQLite may create the -wal/-shm side files, never the database.
+        The same checks as `open` apply: a damaged journal raises `JournalDamagedError`.
         """
         path = Path(path)
         if not path.is_file():
             raise JournalNotFoundError(f"no journal at {path}")
+        if path.stat().st_size == 0:
+            raise JournalDamagedError(path, "the file is empty (0 bytes)")
         uri = path.resolve().as_uri() + "?mode=ro"
         try:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None)
             try:
-                version = _schema_version(conn)
+                version = _schema_version(conn, path)
                 if version != SCHEMA_VERSION:
                     raise JournalError(
                         f"{path} is not a symfence journal "
                         f"(schema {version}, expected {SCHEMA_VERSION})"
                     )
+                integrity.verify_database(conn, path, SCHEMA)
                 return cls(
                     conn, path, readonly=True, lock=None,
                     batch_ops=1, batch_ms=0.0, clock=time.monotonic,
@@ -466,6 +506,8 @@ class Journal:
                 conn.close()
                 raise
         except sqlite3.DatabaseError as exc:
+            if integrity.is_damage(exc):
+                raise JournalDamagedError(path, str(exc)) from exc
             raise JournalError(f"{path} is not a readable symfence journal: {exc}") from exc
 
     def close(self) -> FlushReceipt:
@@ -494,11 +536,15 @@ class Journal:
             raise JournalError("begin_run called twice in one process")
         number = self._runs[-1].run + 1 if self._runs else 1
         record = RunRecord(number, epoch_hex, time.time(), None, False)
+        h = integrity.row_hash("runs", (record.run, record.epoch, record.started, None, 0))
         with _transaction(conn, self.path):
             conn.execute(
                 "INSERT INTO runs (run, epoch, started, ended, clean) VALUES (?, ?, ?, NULL, 0)",
                 (record.run, record.epoch, record.started),
             )
+            _write_digest(conn, self._digest ^ h)
+        self._digest ^= h
+        self._run_hash[number] = h
         self._runs.append(record)
         self._current_run = number
         return record
@@ -572,8 +618,9 @@ class Journal:
             if row.state is WorkState.PENDING
         }
         inputs = {entry.queue_id: entry for entry in self._new_entries}
-        # Besides the unflushed ones, mirror-pending items are durable as pending or leased.
-        for entry in self._select_corpus("WHERE w.state IN ('pending', 'leased')"):
+        # Besides the unflushed ones, mirror-pending items are durable as pending, leased or
+        # failed (retried).
+        for entry in self._select_corpus("WHERE w.state IN ('pending', 'leased', 'failed')"):
             if entry.queue_id in pending:
                 inputs[entry.queue_id] = entry
         views = []
@@ -619,7 +666,7 @@ class Journal:
         return added
 
     def lease(self, work_id: str, token: str) -> int:
-        """pending -> leased(token). Returns the attempt number (1 for the first lease)."""
+        """pending -> leased(token). Returns this dispatch's attempt number (charged attempts + 1)."""
         self._writable()
         row = self._work.get(work_id)
         if row is None:
@@ -628,17 +675,39 @@ class Journal:
             raise LeaseError(f"cannot lease work {work_id[:16]}: it is {row.state.value}")
         self._move(row, WorkState.LEASED)
         row.token = token
-        row.attempts += 1
         self._touch(work_id)
-        return row.attempts
+        return row.attempts + 1
 
-    def requeue(self, work_id: str, token: str, reason: str) -> bool:
-        """leased(token) -> pending, only if `token` holds the lease (compare-and-set)."""
-        return self._release(work_id, token, WorkState.PENDING, reason)
+    def requeue(self, work_id: str, token: str, reason: str, *, charge: bool = False) -> bool:
+        """leased(token) -> pending, only if `token` holds the lease (compare-and-set).
+
+        `charge`: the work itself caused the revocation (deadline, worker lost running it), so
+        it counts as an attempt; a cancel or a lost message does not."""
+        return self._release(work_id, token, WorkState.PENDING, reason, charge)
 
     def fail(self, work_id: str, token: str, reason: str) -> bool:
-        """leased(token) -> failed, only if `token` holds the lease (compare-and-set)."""
-        return self._release(work_id, token, WorkState.FAILED, reason)
+        """leased(token) -> failed, only if `token` holds the lease (compare-and-set); charged."""
+        return self._release(work_id, token, WorkState.FAILED, reason, True)
+
+    def retry_failed(self) -> int:
+        """failed -> pending with no attempts charged (`--retry-failed`); durable at once."""
+        self._writable()
+        retried = 0
+        for work_id, row in self._work.items():
+            if row.state is WorkState.FAILED:
+                self._move(row, WorkState.PENDING)
+                row.attempts = 0
+                row.reason = RETRY_REASON
+                self._touch(work_id)
+                retried += 1
+        if retried:
+            self.flush()
+        return retried
+
+    def add_recovered(self, findings: Iterable[NewFinding]) -> list[Finding]:
+        """Record findings whose finder is unknown (re-admitted from crashes/ or hangs/)."""
+        self._writable()
+        return self._add_findings(RECOVERED_WORK_ID, list(findings))
 
     def commit(
         self,
@@ -740,33 +809,55 @@ class Journal:
         if self._ops == 0:
             return FlushReceipt()
         started = time.perf_counter()
+        digest = self._digest
         work_rows = []
+        work_hashes: dict[str, int] = {}
         for work_id in self._dirty_work:
             row = self._work[work_id]
             status = row.status.value if row.status is not None else None
-            work_rows.append(
-                (row.queue_id, work_id, row.state.value, row.token, row.attempts, row.reason,
-                 status)
-            )
+            fields = (row.queue_id, work_id, row.state.value, row.token, row.attempts, row.reason,
+                      status)
+            work_rows.append(fields)
+            h = integrity.row_hash("work", fields)
+            digest ^= self._work_hash.get(work_id, 0) ^ h
+            work_hashes[work_id] = h
+        corpus_rows = [
+            (e.queue_id, e.target, e.sha256, e.bound, e.parent, e.origin, e.new_bits, e.found_s)
+            for e in self._new_entries
+        ]
+        for fields in corpus_rows:
+            digest ^= integrity.row_hash("corpus", fields)
+        finding_rows = [
+            (f.kind.value, f.finding_id, f.target, f.sha256, f.detail, f.work_id, f.found_s)
+            for f in self._new_findings
+        ]
+        for fields in finding_rows:
+            digest ^= integrity.row_hash("findings", fields)
+        coverage_hash = self._coverage_hash
+        if self._coverage_dirty and self._coverage is not None:
+            coverage_hash = integrity.blob_hash("coverage", self._coverage)
+            digest ^= self._coverage_hash ^ coverage_hash
+        counters_hash = self._counters_hash
+        if self._counters_dirty:
+            counters_hash = integrity.counters_hash(self._counters) if self._counters else 0
+            digest ^= self._counters_hash ^ counters_hash
+        run_hash: tuple[int, int] | None = None
+        if self._run_end_dirty:
+            run = self._runs[-1]
+            h = integrity.row_hash("runs", (run.run, run.epoch, run.started, run.ended, run.clean))
+            digest ^= self._run_hash.get(run.run, 0) ^ h
+            run_hash = (run.run, h)
         with _transaction(conn, self.path):
             conn.executemany(
-                "INSERT INTO corpus (queue_id, target, sha256, data, bound, parent, origin, "
-                "new_bits, found_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (e.queue_id, e.target, e.sha256, e.data, e.bound, e.parent, e.origin,
-                     e.new_bits, e.found_s)
-                    for e in self._new_entries
-                ],
+                "INSERT INTO corpus (queue_id, target, sha256, bound, parent, origin, "
+                "new_bits, found_s, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [fields + (e.data,) for fields, e in zip(corpus_rows, self._new_entries)],
             )
             conn.executemany(_UPSERT_WORK, work_rows)
             conn.executemany(
-                "INSERT INTO findings (kind, finding_id, target, sha256, data, detail, work_id, "
-                "found_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (f.kind.value, f.finding_id, f.target, f.sha256, f.data, f.detail, f.work_id,
-                     f.found_s)
-                    for f in self._new_findings
-                ],
+                "INSERT INTO findings (kind, finding_id, target, sha256, detail, work_id, "
+                "found_s, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [fields + (f.data,) for fields, f in zip(finding_rows, self._new_findings)],
             )
             if self._coverage_dirty and self._coverage is not None:
                 conn.execute(
@@ -783,6 +874,14 @@ class Journal:
                     "UPDATE runs SET ended = ?, clean = ? WHERE run = ?",
                     (run.ended, run.clean, run.run),
                 )
+            _write_digest(conn, digest)
+        # Durable: the in-memory digest state follows.
+        self._digest = digest
+        self._work_hash.update(work_hashes)
+        self._coverage_hash = coverage_hash
+        self._counters_hash = counters_hash
+        if run_hash is not None:
+            self._run_hash[run_hash[0]] = run_hash[1]
         receipt = FlushReceipt(
             tuple(self._new_entries), tuple(self._new_findings), self._ops,
             time.perf_counter() - started,
@@ -821,7 +920,9 @@ class Journal:
         self._counts[state] += 1
         row.state = state
 
-    def _release(self, work_id: str, token: str, state: WorkState, reason: str) -> bool:
+    def _release(
+        self, work_id: str, token: str, state: WorkState, reason: str, charge: bool
+    ) -> bool:
         self._writable()
         row = self._work.get(work_id)
         if row is None or row.state is not WorkState.LEASED or row.token != token:
@@ -829,6 +930,8 @@ class Journal:
         self._move(row, state)
         row.token = None
         row.reason = reason
+        if charge:
+            row.attempts += 1
         self._touch(work_id)
         return True
 
@@ -883,61 +986,108 @@ class Journal:
             yield CorpusEntry(*fields, WorkId(work_id))
 
     def _load(self) -> None:
-        """Fill the mirror from one consistent read of the database.
+        """Fill the mirror from one consistent read of the database, checking its content.
 
-        Read-only journals keep that read transaction open, so later reads see the same snapshot.
+        Every input's data must match its sha256 and the digest of all rows must equal the
+        stored one. Read-only journals keep the read transaction open, so later reads see the
+        same snapshot.
         """
         conn = self._db()
         conn.execute("BEGIN")
         try:
-            corpus_rows, self._next_queue_id = conn.execute(
-                "SELECT COUNT(*), COALESCE(MAX(queue_id) + 1, 0) FROM corpus"
-            ).fetchone()
-            (work_rows,) = conn.execute("SELECT COUNT(*) FROM work").fetchone()
-            for work_id, queue_id, state, token, attempts, reason, status, target, sha256 in (
-                conn.execute(
-                    "SELECT w.work_id, w.queue_id, w.state, w.token, w.attempts, w.reason, "
-                    "w.status, c.target, c.sha256 FROM work AS w "
-                    "JOIN corpus AS c ON c.queue_id = w.queue_id"
-                )
-            ):
-                row = _Row(
-                    queue_id, WorkState(state), token, attempts, reason,
-                    Status(status) if status is not None else None,
-                )
-                self._work[work_id] = row
-                self._counts[row.state] += 1
-                self._inputs.add((target, sha256))
-            # Equal counts: ids 0..n-1 without gaps, one work item per entry, no duplicates.
-            if not (
-                len(self._work) == len(self._inputs) == corpus_rows == work_rows
-                == self._next_queue_id
-            ):
-                raise JournalError(
-                    f"{self.path} is corrupt: {corpus_rows} corpus entries with "
-                    f"{len(self._inputs)} distinct inputs, {work_rows} work items with "
-                    f"{len(self._work)} distinct ids, next queue id {self._next_queue_id}"
-                )
-            for kind, target, sha256 in conn.execute("SELECT kind, target, sha256 FROM findings"):
-                self._finding_inputs[FindingKind(kind)].add((target, sha256))
-            for kind, next_id in conn.execute(
-                "SELECT kind, MAX(finding_id) + 1 FROM findings GROUP BY kind"
-            ):
-                self._next_finding_id[FindingKind(kind)] = next_id
-            self._runs = [
-                RunRecord(run, epoch, started, ended, bool(clean))
-                for run, epoch, started, ended, clean in conn.execute(
-                    "SELECT run, epoch, started, ended, clean FROM runs ORDER BY run"
-                )
-            ]
-            coverage = conn.execute("SELECT map FROM coverage WHERE id = 0").fetchone()
-            self._coverage = coverage[0] if coverage is not None else None
-            self._counters = dict(conn.execute("SELECT name, value FROM counters"))
+            self._load_rows(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.execute("ROLLBACK")
+            if integrity.is_damage(exc):
+                raise JournalDamagedError(self.path, str(exc)) from exc
+            raise
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         if not self._readonly:
             conn.execute("COMMIT")
+
+    def _load_rows(self, conn: sqlite3.Connection) -> None:
+        damaged = lambda what: JournalDamagedError(self.path, what)  # noqa: E731
+        digest = 0
+        targets: dict[int, tuple[str, str]] = {}
+        corpus_rows = 0
+        self._next_queue_id = 0
+        for row in conn.execute(
+            f"SELECT {integrity.select_columns('corpus')}, data FROM corpus ORDER BY queue_id"
+        ):
+            *fields, data = row
+            queue_id, target, sha256 = fields[0], fields[1], fields[2]
+            if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
+                raise damaged(f"corpus entry {queue_id}: its data does not match its sha256")
+            digest ^= integrity.row_hash("corpus", fields)
+            targets[queue_id] = (target, sha256)
+            corpus_rows += 1
+            self._next_queue_id = max(self._next_queue_id, queue_id + 1)
+        work_rows = 0
+        for fields in conn.execute(f"SELECT {integrity.select_columns('work')} FROM work"):
+            queue_id, work_id, state, token, attempts, reason, status = fields
+            work_rows += 1
+            try:
+                row = _Row(
+                    queue_id, WorkState(state), token, attempts, reason,
+                    Status(status) if status is not None else None,
+                )
+            except ValueError as exc:
+                raise damaged(f"work item {queue_id}: {exc}") from None
+            if queue_id not in targets:
+                raise damaged(f"work item {queue_id} has no corpus entry")
+            h = integrity.row_hash("work", fields)
+            digest ^= h
+            self._work_hash[work_id] = h
+            self._work[work_id] = row
+            self._counts[row.state] += 1
+            self._inputs.add(targets[queue_id])
+        # Equal counts: ids 0..n-1 without gaps, one work item per entry, no duplicates.
+        if not (
+            len(self._work) == len(self._inputs) == corpus_rows == work_rows
+            == self._next_queue_id
+        ):
+            raise damaged(
+                f"corrupt: {corpus_rows} corpus entries with "
+                f"{len(self._inputs)} distinct inputs, {work_rows} work items with "
+                f"{len(self._work)} distinct ids, next queue id {self._next_queue_id}"
+            )
+        for row in conn.execute(
+            f"SELECT {integrity.select_columns('findings')}, data FROM findings"
+        ):
+            *fields, data = row
+            kind, finding_id, target, sha256 = fields[0], fields[1], fields[2], fields[3]
+            if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != sha256:
+                raise damaged(f"{kind} {finding_id}: its data does not match its sha256")
+            digest ^= integrity.row_hash("findings", fields)
+            kind = FindingKind(kind)
+            self._finding_inputs[kind].add((target, sha256))
+            self._next_finding_id[kind] = max(self._next_finding_id[kind], finding_id + 1)
+        if sum(map(len, self._finding_inputs.values())) != sum(self._next_finding_id.values()):
+            raise damaged("corrupt: finding ids are not 0..n-1 per kind")
+        self._runs = []
+        for fields in conn.execute(
+            f"SELECT {integrity.select_columns('runs')} FROM runs ORDER BY run"
+        ):
+            run, epoch, started, ended, clean = fields
+            self._runs.append(RunRecord(run, epoch, started, ended, bool(clean)))
+            self._run_hash[run] = integrity.row_hash("runs", fields)
+            digest ^= self._run_hash[run]
+        coverage = conn.execute("SELECT map FROM coverage WHERE id = 0").fetchone()
+        self._coverage = coverage[0] if coverage is not None else None
+        if self._coverage is not None:
+            self._coverage_hash = integrity.blob_hash("coverage", self._coverage)
+            digest ^= self._coverage_hash
+        self._counters = dict(conn.execute("SELECT name, value FROM counters"))
+        if self._counters:
+            self._counters_hash = integrity.counters_hash(self._counters)
+            digest ^= self._counters_hash
+        stored = integrity.stored_digest(conn)
+        if stored is not None and stored != digest:
+            raise damaged("its content does not match its digest: a row was changed or lost")
+        # A journal written before digests existed gets one with its next write.
+        self._digest = digest
 
     def _recover(self) -> RecoveryReport:
         """Void the previous run's leases (their tokens died with it) and make that durable."""
@@ -990,7 +1140,14 @@ class _transaction:
             raise JournalError(f"cannot write {self._path}: {exc}") from exc
 
 
-def _schema_version(conn: sqlite3.Connection) -> int | None:
+def _write_digest(conn: sqlite3.Connection, digest: int) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+        (integrity.DIGEST_KEY, integrity.digest_hex(digest)),
+    )
+
+
+def _schema_version(conn: sqlite3.Connection, path: Path) -> int | None:
     """The journal schema version, or None for a file with no schema yet."""
     has_meta = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
@@ -998,7 +1155,12 @@ def _schema_version(conn: sqlite3.Connection) -> int | None:
     if has_meta is None:
         return None
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row is not None else None
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        raise JournalDamagedError(path, f"schema version {row[0]!r} is not a number") from None
 
 
 def _take_lock(path: Path) -> BinaryIO:
@@ -1012,4 +1174,30 @@ def _take_lock(path: Path) -> BinaryIO:
     except BlockingIOError:
         lock.close()
         raise JournalLockedError(f"{path} is in use by another symfence coordinator") from None
+    try:  # who holds it, for `symfence status` (the lock itself is what proves it is alive)
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n".encode())
+        lock.flush()
+    except OSError:
+        pass  # a full disk must not stop a resume that would free nothing anyway
     return lock
+
+
+def lock_holder(path: Path | str) -> int | None:
+    """The pid of the live coordinator holding this journal's lock, 0 if its pid is unknown, or
+    None when no process holds it (no coordinator runs: the last one ended or was killed)."""
+    lock_path = Path(path).with_name(Path(path).name + ".lock")
+    try:
+        fh = open(lock_path, "rb")
+    except FileNotFoundError:
+        return None
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return int(fh.read().decode().strip() or 0)
+            except ValueError:
+                return 0
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return None

@@ -121,7 +121,7 @@ def test_commit_is_compare_and_set_on_the_lease_token(journal):
     assert receipt is not None and receipt.status is Status.CRASH
     item = journal.work_item(wid)
     assert (item.state, item.token, item.status) == (WorkState.DONE, None, Status.CRASH)
-    assert item.attempts == 1
+    assert item.attempts == 0  # a commit charges nothing: only work-caused revocations count
     assert journal.commit(wid, token(1), status="ok") is None  # done is done
     with pytest.raises(LeaseError):
         journal.lease(wid, token(3))
@@ -133,12 +133,15 @@ def test_requeue_and_fail_only_with_the_current_token(journal):
     (seed,) = journal.add_seeds([entry(b"a")])
     wid = seed.work_id
     journal.lease(wid, token(1))
-    assert not journal.requeue(wid, token(9), "timeout")
-    assert journal.requeue(wid, token(1), "timeout")
+    assert not journal.requeue(wid, token(9), "timeout", charge=True)
+    assert journal.requeue(wid, token(1), "timeout", charge=True)
     item = journal.work_item(wid)
     assert (item.state, item.token, item.attempts) == (WorkState.PENDING, None, 1)
     assert item.reason == "timeout"
     assert not journal.requeue(wid, token(1), "again")  # not leased any more
+    assert journal.lease(wid, token(2)) == 2
+    assert journal.requeue(wid, token(2), "cancelled")  # not charged
+    assert journal.work_item(wid).attempts == 1
     assert journal.lease(wid, token(2)) == 2
     assert not journal.fail(wid, token(1), "stale token")
     assert journal.commit(wid, token(1), status="ok") is None
@@ -278,9 +281,9 @@ def test_resume_requeues_leases_and_keeps_done_and_attempts(path):
     assert report.next_queue_id == 3 and report.previous_clean is False
     item = j.work_item(b.work_id)
     assert (item.state, item.token, item.attempts, item.reason) == (
-        WorkState.PENDING, None, 1, RECOVERY_REASON,
+        WorkState.PENDING, None, 0, RECOVERY_REASON,  # a voided lease is not charged
     )
-    assert [(w.work_id, w.attempts) for w in j.pending_work()] == [(b.work_id, 1), (c.work_id, 0)]
+    assert [(w.work_id, w.attempts) for w in j.pending_work()] == [(b.work_id, 0), (c.work_id, 0)]
     assert j.commit(b.work_id, token(2), status="ok") is None  # the old lease is void
     j.close()
     ro = Journal.read_only(path)  # recovery itself was made durable
@@ -567,8 +570,8 @@ class JournalMachine(RuleBasedStateMachine):
     def lease(self, data):
         work_id = data.draw(st.sampled_from(self.model.with_state(WorkState.PENDING)))
         tok = self._token()
-        attempts = self.model.work[work_id][2] + 1
-        assert self.journal.lease(work_id, tok) == attempts
+        attempts = self.model.work[work_id][2]
+        assert self.journal.lease(work_id, tok) == attempts + 1
         self.model.work[work_id] = (WorkState.LEASED, tok, attempts)
 
     @precondition(lambda self: self.model.with_state(WorkState.LEASED))
@@ -595,15 +598,27 @@ class JournalMachine(RuleBasedStateMachine):
         self.model.work[work_id] = (WorkState.DONE, None, self.model.work[work_id][2])
 
     @precondition(lambda self: self.model.with_state(WorkState.LEASED))
-    @rule(data=st.data(), right=st.booleans(), to_failed=st.booleans())
-    def release(self, data, right, to_failed):
+    @rule(data=st.data(), right=st.booleans(), to_failed=st.booleans(), charge=st.booleans())
+    def release(self, data, right, to_failed, charge):
         work_id = data.draw(st.sampled_from(self.model.with_state(WorkState.LEASED)))
         tok = self._pick_token(work_id, right)
-        release = self.journal.fail if to_failed else self.journal.requeue
-        assert release(work_id, tok, "test") is right
+        if to_failed:
+            assert self.journal.fail(work_id, tok, "test") is right
+        else:
+            assert self.journal.requeue(work_id, tok, "test", charge=charge) is right
         if right:
             state = WorkState.FAILED if to_failed else WorkState.PENDING
-            self.model.work[work_id] = (state, None, self.model.work[work_id][2])
+            charged = to_failed or charge
+            self.model.work[work_id] = (state, None, self.model.work[work_id][2] + charged)
+
+    @rule()
+    def retry_failed(self):
+        failed = self.model.with_state(WorkState.FAILED)
+        assert self.journal.retry_failed() == len(failed)
+        for work_id in failed:
+            self.model.work[work_id] = (WorkState.PENDING, None, 0)
+        if failed:  # retry_failed flushes
+            self.durable = copy.deepcopy(self.model)
 
     @rule()
     def flush(self):

@@ -1,0 +1,152 @@
+"""Journal integrity: SQLite's own checks, the exact schema, and a digest of every row's content.
+
+A journal can be damaged without SQLite noticing: a flipped byte inside a row, a file truncated
+at a page boundary, a write-ahead log deleted with its last commits. `verify_database` runs
+`PRAGMA quick_check` and compares every table's columns with the schema this symfence writes;
+`ContentDigest` keeps the XOR of one 128-bit hash per row, updated incrementally by every flush
+and stored (in the same transaction) as `meta.content_digest`, so that loading the journal can
+recompute it from the rows it reads and refuse any difference. Each row hash covers every
+column; an input's data is covered through its sha256, which loading checks against the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import struct
+from pathlib import Path
+from typing import Any, Iterable
+
+DIGEST_KEY = "content_digest"
+
+# Column types per table, in the order rows are hashed (SELECT order). Values are converted to
+# these types before hashing, because SQLite hands back what it stored (an int written to a REAL
+# column comes back as a float).
+COLUMNS: dict[str, tuple[tuple[str, type], ...]] = {
+    "corpus": (("queue_id", int), ("target", str), ("sha256", str), ("bound", int),
+               ("parent", int), ("origin", str), ("new_bits", int), ("found_s", float)),
+    "work": (("queue_id", int), ("work_id", str), ("state", str), ("token", str),
+             ("attempts", int), ("reason", str), ("status", str)),
+    "findings": (("kind", str), ("finding_id", int), ("target", str), ("sha256", str),
+                 ("detail", str), ("work_id", str), ("found_s", float)),
+    "runs": (("run", int), ("epoch", str), ("started", float), ("ended", float), ("clean", int)),
+}
+
+
+class JournalError(Exception):
+    """A journal problem, phrased as one line."""
+
+
+class JournalDamagedError(JournalError):
+    """The journal file is damaged (or empty): refused, with the recovery command in the line."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        outdir = Path(path).parent
+        super().__init__(
+            f"{path} is damaged ({what}); nothing was changed: "
+            f"`symfence recover {outdir} --config CONFIG` rebuilds a journal from its queue/ "
+            "and crashes/ (the damaged files are kept beside it)"
+        )
+        self.path = Path(path)
+        self.what = what
+
+
+def _encode(value: Any, kind: type) -> bytes:
+    if value is None:
+        return b"N"
+    if kind is int:
+        return b"i" + str(int(value)).encode()
+    if kind is float:
+        return b"f" + struct.pack(">d", float(value))
+    if kind is bytes:
+        data = bytes(value)
+        return b"b" + len(data).to_bytes(8, "big") + data
+    text = str(value).encode("utf-8", "surrogatepass")
+    return b"s" + len(text).to_bytes(8, "big") + text
+
+
+def row_hash(table: str, values: Iterable[Any]) -> int:
+    """A 128-bit hash of one row of `table` (values in COLUMNS order)."""
+    h = hashlib.sha256(table.encode())
+    for value, (_, kind) in zip(values, COLUMNS[table], strict=True):
+        h.update(_encode(value, kind))
+    return int.from_bytes(h.digest()[:16], "big")
+
+
+def blob_hash(table: str, blob: bytes) -> int:
+    h = hashlib.sha256(table.encode())
+    h.update(blob)
+    return int.from_bytes(h.digest()[:16], "big")
+
+
+def counters_hash(counters: dict[str, int]) -> int:
+    h = hashlib.sha256(b"counters")
+    for name in sorted(counters):
+        h.update(_encode(name, str) + _encode(counters[name], int))
+    return int.from_bytes(h.digest()[:16], "big")
+
+
+def select_columns(table: str) -> str:
+    return ", ".join(name for name, _ in COLUMNS[table])
+
+
+def digest_hex(value: int) -> str:
+    return f"{value:032x}"
+
+
+def stored_digest(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (DIGEST_KEY,)).fetchone()
+    if row is None:
+        return None
+    try:
+        return int(row[0], 16)
+    except (TypeError, ValueError):
+        return -1  # unparseable: never equal to a computed digest
+
+
+def _columns(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
+    tables = [
+        name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+        )
+    ]
+    return {t: [tuple(r) for r in conn.execute(f"PRAGMA table_info({t})")] for t in tables}
+
+
+_EXPECTED: dict[str, dict[str, list[tuple]]] = {}
+
+
+def expected_columns(schema: str) -> dict[str, list[tuple]]:
+    if schema not in _EXPECTED:
+        mem = sqlite3.connect(":memory:")
+        mem.executescript(schema)
+        _EXPECTED[schema] = _columns(mem)
+        mem.close()
+    return _EXPECTED[schema]
+
+
+def verify_database(conn: sqlite3.Connection, path: Path, schema: str) -> None:
+    """SQLite's quick_check and the exact tables and columns of `schema`; raise if either fails."""
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        raise JournalDamagedError(path, f"quick_check: {exc}") from exc
+    if problems != ["ok"]:
+        raise JournalDamagedError(path, f"quick_check: {problems[0][:120]}")
+    try:
+        found = _columns(conn)
+    except sqlite3.DatabaseError as exc:
+        raise JournalDamagedError(path, f"schema: {exc}") from exc
+    want = expected_columns(schema)
+    if found != want:
+        bad = sorted(set(found) ^ set(want)) or sorted(t for t in want if found.get(t) != want[t])
+        raise JournalDamagedError(path, f"schema differs from this symfence's (table {bad[0]})")
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether a SQLite error means the file is damaged (not merely unwritable or locked)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
