@@ -19,15 +19,17 @@ from typing import Any, Callable
 
 import structlog
 
-from symfence.coordinator import failpoints, interrupt
+from symfence.coordinator import carryover, failpoints, interrupt
 from symfence.coordinator.afl import AflState, plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.config import Config
+from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import Journal, NewEntry, NewFinding
 from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
 from symfence.coordinator.pump import Inbound, Pump
+from symfence.coordinator.reconcile import reconcile
 from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.coordinator.stats import Stats, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, StatusLine, TargetLine
@@ -113,6 +115,10 @@ class Coordinator:
         self.worker_rss_mb: dict[Rank, int] = {}
         self.dispatching = False
         self.stop_reason: str | None = None
+        self.failure: Failure | None = None  # what stopped the campaign abnormally (failure.py)
+        self.all_lost = False
+        self.unstopped: list[Rank] = []  # workers that never acknowledged STOP (hung)
+        self._last_tick: float | None = None
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._t0 = clock()
@@ -122,6 +128,7 @@ class Coordinator:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(self._on_loop_exception)
         self.pump = Pump(
             self.comm, loop, self._on_batch, self._on_failed,
             poll_cap_s=self.cfg["mpi.poll_cap_ms"] / 1000, batch=self.cfg["mpi.batch"],
@@ -132,19 +139,11 @@ class Coordinator:
         if interrupt.requested():  # arrived during start-up, before these handlers existed
             self.request_stop(f"signal {interrupt.requested()} during start-up")
         try:
-            if not await self._await_hellos():
-                self.request_stop("workers did not say hello")
-            else:
-                self._seed()
-                self.dispatching = True
-                self._t0 = self.clock()
-                self.stats.started_wall = time.time()
-                self.afl.run_started = self.stats.started_wall
-                log.info("campaign.started", pid=os.getpid(), workers=len(self.alive), depth=self.depth,
-                         executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
-                self._fill()
-                self._check_finished()
-            ticker = asyncio.create_task(self._ticker())
+            try:
+                await self._start()
+            except Exception as exc:  # noqa: BLE001 - any start-up error ends the job cleanly
+                self.fail(exc)
+            ticker = asyncio.create_task(self._guarded(self._ticker()))
             await self._stop.wait()
             await self._shutdown()
             ticker.cancel()
@@ -154,11 +153,53 @@ class Coordinator:
             self.pump.stop()
         return self.exit_code()
 
+    async def _start(self) -> None:
+        """Wait for the workers, seed (or resume) and start dispatching."""
+        if not await self._await_hellos():
+            self.request_stop("workers did not say hello")
+        else:
+            self._seed()
+            self.dispatching = True
+            self._t0 = self.clock()
+            self.stats.started_wall = time.time()
+            self.afl.run_started = self.stats.started_wall
+            log.info("campaign.started", pid=os.getpid(), workers=len(self.alive), depth=self.depth,
+                     executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
+            self._fill()
+            self._check_finished()
+
+    async def _guarded(self, coro: Any) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a periodic write failed: stop, never go on blind
+            self.fail(exc)
+
+    def _on_loop_exception(self, loop: Any, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        self.fail(exc if exc is not None else RuntimeError(context.get("message", "event loop error")))
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop at once on any exception (a failed write, a bug): dispatch nothing more, keep what
+        is durable, stop the workers; the first failure is the one reported."""
+        if self.failure is None:
+            self.failure = describe(exc)
+            log.error("campaign.failed", kind=self.failure.kind.value, error=self.failure.line,
+                      exc_info=exc)
+        self.dispatching = False
+        self.request_stop(self.failure.line)
+
     def exit_code(self) -> int:
-        """0 for a campaign that ran; 1 if MPI failed or every task it ran was an error."""
+        """0 for a campaign that ran; 1 if MPI failed, every worker was lost or every task it ran
+        was an error; 3 after a failed write, 4 after any other exception (failure.ExitCode)."""
+        if self.failure is not None:
+            return self.failure.exit_code
         if self.pump is not None and self.pump.error is not None:
-            return 1
-        return 1 if self.stats.all_tasks_errored() else 0
+            return ExitCode.FAILED
+        if self.all_lost or self.unstopped:  # every worker lost, or one hung until the end
+            return ExitCode.FAILED
+        return ExitCode.FAILED if self.stats.all_tasks_errored() else ExitCode.OK
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -177,6 +218,8 @@ class Coordinator:
         return not self._stop.is_set()
 
     def _seed(self) -> None:
+        reconcile(self.journal, self.out, executor=self.executor, options=self.options,
+                  targets=self.cfg["campaign.targets"])  # files a lost commit left behind
         resuming = bool(self.journal.corpus_count())
         if resuming:
             self._resume()
@@ -214,6 +257,7 @@ class Coordinator:
             self.plan.add_entry(e.target, e.data)
         self.scheduler.known |= self.journal.known_work_ids()
         self.stats.corpus = self.journal.corpus_count()
+        carryover.restore(self.stats, self.journal.counters())  # counters count the whole campaign
         restored = self._restore_files()
         log.info("campaign.resumed", pending=len(pending), corpus=self.stats.corpus,
                  crashes=self.stats.crashes, hangs=self.stats.hangs, files_restored=restored,
@@ -256,7 +300,8 @@ class Coordinator:
 
     async def _shutdown(self) -> None:
         self.dispatching = False
-        drain_until = self.clock() + self.cfg["dispatch.drain_timeout_s"]
+        # After a failure nothing new can be made durable: stop at once instead of draining.
+        drain_until = self.clock() + (0.0 if self.failure else self.cfg["dispatch.drain_timeout_s"])
         while len(self.inflight) and self.clock() < drain_until and self.alive:
             await self._wait_change(0.05)
         for rank in sorted(self.alive):
@@ -266,8 +311,10 @@ class Coordinator:
             for token in self.inflight.tokens_of(rank):  # ranks lost meanwhile
                 self._revoke(token, Revocation.LOST)
         stop = encode(Control(ControlKind.STOP))
-        # Lost (silent) workers get STOP too: a hung worker that wakes up must be able to exit.
-        for rank in sorted(self.alive | (self.lost - self.failed)):
+        # Lost (silent) workers get STOP too: a hung worker that wakes up must be able to exit;
+        # after a start-up failure, so do workers whose HELLO was not read yet.
+        told = set(self.workers) - self.failed if self.failure else self.alive | (self.lost - self.failed)
+        for rank in sorted(told):
             self.pump.send(rank, Tag.CONTROL, stop)
         ack_until = self.clock() + self.cfg["dispatch.stop_timeout_s"]
         while set(self.stop_acks) < self.alive and self.clock() < ack_until:
@@ -275,9 +322,13 @@ class Coordinator:
         missing = sorted(self.alive - set(self.stop_acks))
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
-        self.journal.end_run(clean=not missing and self.pump.error is None)
-        self._flush()
-        self._write_stats()
+        self.unstopped = missing
+        clean = not missing and self.pump.error is None and self.failure is None
+        for write in (lambda: self.journal.end_run(clean=clean), self._flush, self._write_stats):
+            try:
+                write()
+            except Exception as exc:  # noqa: BLE001 - keep what is durable, report the first
+                self.fail(exc)
         self.status.close(self._snapshot())
         log.info("campaign.finished", reason=self.stop_reason, committed=self.stats.committed,
                  quarantined=self.stats.quarantine.total, crashes=self.stats.crashes,
@@ -291,6 +342,7 @@ class Coordinator:
         while True:
             await asyncio.sleep(min(0.05, interval))
             now = self.clock()
+            self._absorb_pause(now)
             self._expire(now)
             self._check_lost(now)
             if self.journal.needs_flush():
@@ -300,6 +352,21 @@ class Coordinator:
                 self._write_stats()
                 self.status.update(self._snapshot())
             self._check_finished()
+
+    def _absorb_pause(self, now: float) -> None:
+        """After a pause of this process (SIGSTOP, a long GC, a swapped-out VM), the heartbeats
+        and results sent meanwhile are still queued: judge silence and deadlines only once they
+        had the same chance to arrive, by crediting the pause to every worker and dispatch."""
+        last, self._last_tick = self._last_tick, now
+        if last is None:
+            return
+        pause = now - last - 0.05  # beyond the ticker's own period
+        if pause <= self.cfg["workers.lost_after_s"] / 2:
+            return
+        for rank in self.last_seen:
+            self.last_seen[rank] += pause
+        self.inflight.postpone(pause)
+        log.warning("coordinator.paused", paused_s=round(pause, 3))
 
     def _expire(self, now: float) -> None:
         for d in list(self.inflight.due(now)):
@@ -324,9 +391,10 @@ class Coordinator:
         tokens = self.inflight.tokens_of(rank)
         log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
         for token in tokens:
-            self._revoke(token, Revocation.LOST, notify=False)
+            self._revoke(token, Revocation.LOST, notify=False, charge=True)
         self._fill()
         if not self.alive:
+            self.all_lost = True
             self.request_stop("all workers lost")
 
     def _check_finished(self) -> None:
@@ -376,19 +444,24 @@ class Coordinator:
             log.info("task.redispatched", work_id=item.work_id[:16], attempt=item.attempts + 1, worker=rank,
                      token=token[:16])
 
-    def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True) -> None:
+    def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True,
+                charge: bool | None = None) -> None:
+        """Revoke a dispatch and requeue its work. Only revocations the work caused count toward
+        max_attempts (`charge`): its deadline (the default for EXPIRED) or its worker lost while
+        running it; not a cancel at stop or a lost message."""
         d = self.inflight.revoke(token, why)
         item = self.leased.pop(token)
         setattr(self.stats, why.value, getattr(self.stats, why.value) + 1)
-        attempts = item.attempts + 1
+        charge = why is Revocation.EXPIRED if charge is None else charge
+        attempts = item.attempts + charge
         if item.stage:
             self.plan.slice_ended(item, committed=False)  # not redone: the next slice starts afresh
-        elif why is not Revocation.CANCELLED and attempts >= self.cfg["dispatch.max_attempts"]:
+        elif charge and attempts >= self.cfg["dispatch.max_attempts"]:
             self.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
             self.stats.work_failed += 1
             log.error("task.failed", work_id=item.work_id[:16], attempts=attempts, reason=why.value)
         else:
-            self.journal.requeue(item.work_id, token, why.value)
+            self.journal.requeue(item.work_id, token, why.value, charge=charge)
             if why is not Revocation.CANCELLED:
                 self.scheduler.requeue(replace(item, attempts=attempts))
         if notify and d.rank in self.alive:
@@ -624,10 +697,7 @@ class Coordinator:
 
     def _counters(self) -> dict[str, int]:
         st = self.stats
-        out = {"dispatched": st.dispatched, "results_received": st.results_received,
-               "committed": st.committed, "expired": st.expired, "cancelled": st.cancelled,
-               "lost": st.lost, "execs": st.execs}
-        out.update({f"quarantined_{k}": v for k, v in st.quarantine.snapshot().items()})
+        out = carryover.saved_counters(st)
         out.update(self.afl.counters(st.execs, st.crashes_total, self.tmouts, time.time()))
         out.update(self.targets.counters())
         return out

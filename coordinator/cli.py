@@ -1,4 +1,4 @@
-"""Command-line entry points: `symfence run|logs|status`, and the per-rank MPI main."""
+"""Command-line entry points: `symfence run|logs|status|recover`, and the per-rank MPI main."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-status", action="store_true", help="no live status line")
     p.add_argument("--show-quarantine", action="store_true",
                    help="always show quarantine counts and conservation in the live view (default: only when non-zero)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: give work items that used up dispatch.max_attempts another chance")
 
 
 def fail(message: str, code: int = EXIT_CONFIG) -> int:
@@ -63,7 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ[CHECKED_ENV] = targets_digest(cfg)  # rank 0 need not import them again
     forwarded = ["--config", str(args.config)] + (["--out", str(out)]) + (["--resume"] if args.resume else []) \
         + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else []) \
-        + (["--show-quarantine"] if args.show_quarantine else [])
+        + (["--show-quarantine"] if args.show_quarantine else []) \
+        + (["--retry-failed"] if args.retry_failed else [])
     if any(v in os.environ for v in MPI_ENV):
         return mpi_main(forwarded)  # already launched by mpirun: run this rank's role
     ranks = args.ranks or cfg["campaign.ranks"]
@@ -101,7 +104,16 @@ def mpi_main(argv: list[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     peers = comm.Dup()  # collective on every rank: the fault injector's side channel
     if comm.Get_rank() == 0:
-        return _coordinator_rank(args, comm)
+        try:
+            return _coordinator_rank(args, comm)
+        except Exception as exc:  # noqa: BLE001 - any rank-0 error must end the whole job
+            import structlog
+
+            from symfence.coordinator.failure import rank0_failed
+
+            code = rank0_failed(comm, exc, structlog.get_logger())
+            _finalize_with_watchdog()
+            return code
     return _worker_rank(comm, peers)
 
 
@@ -153,7 +165,8 @@ def _coordinate(args: argparse.Namespace, comm) -> int:
 
     from symfence.coordinator import log as logsetup
     from symfence.coordinator.campaign import Coordinator
-    from symfence.coordinator.journal import Journal, JournalError
+    from symfence.coordinator.failure import ExitCode
+    from symfence.coordinator.journal import Journal, JournalError, JournalExistsError, JournalLockedError
     from symfence.coordinator.outputs import OutputDir
     from symfence.coordinator.preflight import save_snapshot
     from symfence.coordinator.status_line import StatusLine
@@ -163,10 +176,14 @@ def _coordinate(args: argparse.Namespace, comm) -> int:
     handle = logsetup.configure(out.logs / "coordinator.jsonl", verbose=args.verbose, rank=0)
     try:
         journal = Journal.open(out.root / "journal.sqlite", resume=args.resume,
-                               batch_ops=cfg["journal.batch_ops"], batch_ms=cfg["journal.batch_ms"])
+                               batch_ops=cfg["journal.batch_ops"], batch_ms=cfg["journal.batch_ms"],
+                               synchronous=cfg["journal.synchronous"])
     except JournalError as exc:
         _stop_workers(comm)
-        return fail(str(exc))
+        usage = isinstance(exc, (JournalExistsError, JournalLockedError))  # not a storage fault
+        return fail(str(exc), EXIT_CONFIG if usage else ExitCode.STORAGE)
+    if args.retry_failed:
+        structlog.get_logger().info("campaign.retry_failed", retried=journal.retry_failed())
     if changes.added_targets or changes.changed_keys:
         structlog.get_logger().info("campaign.config_changed", added_targets=list(changes.added_targets),
                                     changed=list(changes.changed_keys))
@@ -175,8 +192,17 @@ def _coordinate(args: argparse.Namespace, comm) -> int:
     coordinator = Coordinator(cfg, comm, out, journal, status=status)
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
-    journal.close()
+    try:
+        journal.close()
+    except JournalError as exc:  # the final flush failed: what is durable stays
+        if coordinator.failure is None:
+            coordinator.fail(exc)
+            code = coordinator.exit_code()
     print(coordinator.summary(), flush=True)
+    if coordinator.failure is not None:
+        from symfence.coordinator.failure import report
+
+        report(coordinator.failure)
     handle.close()
     _finalize_with_watchdog()
     return code
@@ -206,15 +232,17 @@ def _worker_rank(comm, peers) -> int:
     return code
 
 
-def _finalize_with_watchdog(timeout_s: float = 15.0) -> None:
-    """MPI_Finalize can hang when a peer died or hangs; exit instead of hanging the job.
+def _finalize_with_watchdog(timeout_s: float | None = None) -> None:
+    """MPI_Finalize can hang when a peer died or hangs; exit (code 1) instead of hanging the job.
 
     faulthandler's timer runs in a C thread: a Python timer would never fire, because
-    MPI_Finalize does not release the GIL."""
+    MPI_Finalize does not release the GIL. SYMFENCE_FINALIZE_TIMEOUT_S overrides the 15 s."""
     import faulthandler
 
     from mpi4py import MPI
 
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("SYMFENCE_FINALIZE_TIMEOUT_S", "15"))
     faulthandler.dump_traceback_later(timeout_s, exit=True)
     MPI.Finalize()
     faulthandler.cancel_dump_traceback_later()
@@ -243,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     plot = sub.add_parser("plot", help="draw PNG charts of a campaign over time (coverage, speed, corpus, findings, per target)")
     plot.add_argument("outdir")
     plot.add_argument("--to", help="folder for the PNGs (default: OUTDIR/plots)")
+    recover = sub.add_parser("recover", help="rebuild a damaged journal from queue/ and crashes/")
+    recover.add_argument("outdir")
+    recover.add_argument("--config", required=True, help="the campaign's TOML file")
     args = p.parse_args(argv)
     if args.command == "plot":
         from symfence.coordinator.plot import PlotError, plot_campaign
@@ -256,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "recover":
+        from symfence.coordinator.rebuild import run_recover
+
+        return run_recover(Path(args.outdir), args.config)
     if args.command == "logs":
         from symfence.coordinator.logtail import run_logs
 

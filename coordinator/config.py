@@ -141,6 +141,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "journal": {
         "batch_ops": (256, _int(1)),  # group commit: flush after this many records ...
         "batch_ms": (50.0, _float(0)),  # ... or when the oldest unflushed one is this old
+        "synchronous": ("normal", _str(("normal", "full"))),  # "full": commits survive power loss
     },
     "stats": {
         "interval_s": (1.0, _float(0.05)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from symfence.protocol.ids import DispatchToken, Rank, WorkId
@@ -82,6 +82,14 @@ class InFlight:
         d = self._remove(token)
         self.revoked_tokens.add(token, why)
         return d
+
+    def postpone(self, seconds: float) -> None:
+        """Move every deadline `seconds` later (the coordinator was paused: not the work's fault).
+        Adding one constant keeps the heap ordered."""
+        self._deadlines = [(deadline + seconds, token) for deadline, token in self._deadlines]
+        for token, d in self._by_token.items():
+            if d.deadline is not None:
+                self._by_token[token] = replace(d, deadline=d.deadline + seconds)
 
     def _remove(self, token: DispatchToken) -> Dispatch:
         d = self._by_token.pop(token)

@@ -20,6 +20,7 @@ class Stats:
     expired: int = 0  # dispatches revoked at their deadline
     cancelled: int = 0  # dispatches revoked because the campaign stopped
     lost: int = 0  # dispatches revoked because their worker was lost / did not hold them
+    voided: int = 0  # dispatches in flight when a previous run was killed (requeued on resume)
     quarantine: QuarantineCounters = field(default_factory=QuarantineCounters)
     status_counts: collections.Counter = field(default_factory=collections.Counter)  # ok/crash/...
     triage_rejected: collections.Counter = field(default_factory=collections.Counter)
@@ -57,7 +58,7 @@ class Stats:
 
     def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
         q = self.quarantine.total
-        revoked = self.expired + self.cancelled + self.lost
+        revoked = self.expired + self.cancelled + self.lost + self.voided
         return [
             (
                 f"results_received {self.results_received} = committed {self.committed}"
@@ -66,7 +67,8 @@ class Stats:
             ),
             (
                 f"dispatched {self.dispatched} = committed {self.committed} + expired {self.expired}"
-                f" + cancelled {self.cancelled} + lost {self.lost} + in_flight {in_flight}",
+                f" + cancelled {self.cancelled} + lost {self.lost}"
+                + (f" + voided {self.voided}" if self.voided else "") + f" + in_flight {in_flight}",
                 self.dispatched == self.committed + revoked + in_flight,
             ),
         ]
@@ -98,6 +100,7 @@ class Stats:
             ("expired", self.expired),
             ("cancelled", self.cancelled),
             ("lost", self.lost),
+            ("voided", self.voided),
             ("work_failed", self.work_failed),
             ("results_per_sec", round(self.committed / elapsed, 2)),
         ]

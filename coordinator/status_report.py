@@ -11,6 +11,7 @@ from symfence.coordinator.journal import (
     JournalError,
     JournalNotFoundError,
     RunRecord,
+    lock_holder,
 )
 from symfence.coordinator.stats import read_stats
 
@@ -48,7 +49,7 @@ def render_status(outdir: Path) -> str:
         ("crashes", str(snap.crashes)),
         ("hangs", str(snap.hangs)),
         ("runs", str(snap.runs)),
-        ("last run", _describe_run(snap.last_run)),
+        ("last run", _describe_run(snap.last_run, lock_holder(outdir / JOURNAL_NAME))),
     ]
     stats = _read_fuzzer_stats(outdir / STATS_NAME)
     if stats is None:
@@ -60,17 +61,22 @@ def render_status(outdir: Path) -> str:
     return "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
 
 
-def _describe_run(run: RunRecord | None) -> str:
+def _describe_run(run: RunRecord | None, holder: int | None) -> str:
+    """`holder`: the pid holding the journal's lock (0 if unknown), None when nobody holds it."""
     if run is None:
         return "none recorded"
     started = _when(run.started)
+    if run.ended is None and holder is not None:
+        pid = f" (pid {holder})" if holder else ""
+        return f"#{run.run} started {started}, running now{pid}"
     if run.ended is None:
         return (
-            f"#{run.run} started {started}, not ended: still running, or stopped without a "
-            "clean shutdown (--resume requeues its leased work)"
+            f"#{run.run} started {started}, killed or crashed: no coordinator holds the journal "
+            "and the run never ended (--resume requeues its leased work)"
         )
     how = "cleanly" if run.clean else "NOT cleanly"
-    return f"#{run.run} started {started}, ended {how} {_when(run.ended)}"
+    live = f"; a coordinator (pid {holder}) holds the journal now" if holder else ""
+    return f"#{run.run} started {started}, ended {how} {_when(run.ended)}{live}"
 
 
 def _when(unix_time: float) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import pytest
@@ -80,11 +82,13 @@ def test_a_run_that_did_not_end_is_reported_and_a_live_journal_can_be_read(tmp_p
     live = build_campaign(tmp_path, end=False)
     live.add_seeds([entry(b"unflushed")])
     got = fields(render_status(tmp_path))
-    assert "not ended" in got["last run"]
+    assert f"running now (pid {os.getpid()})" in got["last run"]  # the lock is held
     assert got["corpus"] == "6 entries"  # the last flush, not the coordinator's memory
     assert got["quarantine"].startswith("unknown")
-    live.close()
-    assert fields(render_status(tmp_path))["corpus"] == "7 entries"
+    live.close()  # like a kill: the lock is released and the run has no end
+    got = fields(render_status(tmp_path))
+    assert got["corpus"] == "7 entries"
+    assert "killed or crashed" in got["last run"] and "running" not in got["last run"]
 
 
 def test_a_run_that_ended_badly_is_reported(tmp_path):
