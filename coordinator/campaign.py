@@ -20,6 +20,7 @@ from typing import Any, Callable
 import structlog
 
 from symfence.coordinator import carryover, failpoints, interrupt
+from symfence.coordinator import log as logsetup
 from symfence.coordinator.afl import AflState, plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.config import Config
@@ -218,7 +219,7 @@ class Coordinator:
         return not self._stop.is_set()
 
     def _seed(self) -> None:
-        reconcile(self.journal, self.out, executor=self.executor, options=self.options,
+        reconcile(self.journal, self.out, executor=self.corpus_executor, options=self.options,
                   targets=self.cfg["campaign.targets"])  # files a lost commit left behind
         resuming = bool(self.journal.corpus_count())
         if resuming:
@@ -232,6 +233,7 @@ class Coordinator:
                 wid = work_id_for(self.corpus_executor, target, sha, 0, self.options)
                 entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
                                         new_bits=0, found_s=0.0, work_id=wid, target=target))
+        failpoints.hit("seed")
         added = self.journal.add_seeds(entries)
         for e in added:
             self._queue_entry(e)
@@ -342,6 +344,7 @@ class Coordinator:
         while True:
             await asyncio.sleep(min(0.05, interval))
             now = self.clock()
+            logsetup.check_file()  # a failed log write stops the campaign like any other
             self._absorb_pause(now)
             self._expire(now)
             self._check_lost(now)
@@ -681,10 +684,11 @@ class Coordinator:
     def _flush(self) -> None:
         self.journal.save_coverage(self.coverage.to_bytes())
         self.journal.save_counters(self._counters())
-        failpoints.hit("flush.before")
+        failpoints.hit("flush.before", self.journal.path)
         durable = self.journal.flush()
         failpoints.hit("flush.after")
         for e in durable.entries:
+            failpoints.hit("queue", self.out.queue)
             self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
         for f in durable.findings:
             path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target)

@@ -14,8 +14,9 @@ from typing import Mapping
 from symfence.coordinator.stats import Stats
 from symfence.protocol.reasons import QUARANTINE_REASONS, QuarantineCounters
 
+# execs and crash totals are carried by afl.AflState (its `afl_*` counters), not here.
 _PLAIN = ("dispatched", "results_received", "committed", "expired", "cancelled", "lost", "voided",
-          "execs", "work_failed", "crashes_total", "control_rejected", "journal_fence_rejected")
+          "work_failed", "control_rejected", "journal_fence_rejected")
 _STATUS = "status_"
 _QUARANTINED = "quarantined_"
 _TRIAGE = "triage_rejected_"

@@ -203,7 +203,10 @@ def _coordinate(args: argparse.Namespace, comm) -> int:
         from symfence.coordinator.failure import report
 
         report(coordinator.failure)
-    handle.close()
+    try:
+        handle.close()
+    except OSError:
+        pass  # the log's own failed write was reported above
     _finalize_with_watchdog()
     return code
 

@@ -1,25 +1,40 @@
-"""Failpoints for crash-recovery tests: SYMFENCE_FAILPOINT=name:N SIGKILLs this process at
-the N-th time it passes the named point (like FoundationDB's or TiKV's failpoints).
+"""Failpoints for crash-recovery and storage-fault tests: SYMFENCE_FAILPOINT=name:N[:action]
+makes this process fail the N-th time it passes the named point (like FoundationDB's or TiKV's
+failpoints). The action is `kill` (SIGKILL, the default), an errno name (`ENOSPC`, `EROFS`,
+`EIO`, ...: the write at that point raises that OSError, as a full or read-only disk would), or
+`raise` (a RuntimeError: any unexpected exception).
 
 Points on the coordinator: `dispatch` (leased, WORK not yet sent), `commit` (journal commit
 applied in memory, before its effects), `flush.before`, `flush.after` (transaction durable,
-queue/ and crashes/ files not yet written). Unset in normal runs, where `hit` costs one test.
+queue/ and crashes/ files not yet written), `seed` (before the seeds are journaled), `stats`
+(before fuzzer_stats is written), `queue` (before a queue/ file is written). Unset in normal
+runs, where `hit` costs one comparison.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
 _SPEC = os.environ.get("SYMFENCE_FAILPOINT", "")
-_NAME, _, _AT = _SPEC.partition(":")
+_NAME, _, _REST = _SPEC.partition(":")
+_AT, _, _ACTION = _REST.partition(":")
 _count = 0
 
 
-def hit(name: str) -> None:
+def hit(name: str, path: object = None) -> None:
     global _count
     if name != _NAME:
         return
     _count += 1
-    if _count == int(_AT or 1):
+    if _count != int(_AT or 1):
+        return
+    action = _ACTION or "kill"
+    if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "raise":
+        raise RuntimeError(f"failpoint {name}:{_AT}")
+    else:
+        code = getattr(errno, action)
+        raise OSError(code, os.strerror(code), None if path is None else str(path))

@@ -2,7 +2,7 @@
 
 A journal can be damaged without SQLite noticing: a flipped byte inside a row, a file truncated
 at a page boundary, a write-ahead log deleted with its last commits. `verify_database` runs
-`PRAGMA quick_check` and compares every table's columns with the schema this symfence writes;
+`PRAGMA integrity_check` (b-trees, indexes, constraints) and compares every table's columns with the schema this symfence writes;
 `ContentDigest` keeps the XOR of one 128-bit hash per row, updated incrementally by every flush
 and stored (in the same transaction) as `meta.content_digest`, so that loading the journal can
 recompute it from the rows it reads and refuse any difference. Each row hash covers every
@@ -41,6 +41,7 @@ class JournalDamagedError(JournalError):
     """The journal file is damaged (or empty): refused, with the recovery command in the line."""
 
     def __init__(self, path: Path, what: str) -> None:
+        what = " ".join(str(what).replace("*** in database main ***", "").split())[:200]
         outdir = Path(path).parent
         super().__init__(
             f"{path} is damaged ({what}); nothing was changed: "
@@ -126,13 +127,13 @@ def expected_columns(schema: str) -> dict[str, list[tuple]]:
 
 
 def verify_database(conn: sqlite3.Connection, path: Path, schema: str) -> None:
-    """SQLite's quick_check and the exact tables and columns of `schema`; raise if either fails."""
+    """SQLite's integrity_check and the exact tables and columns of `schema`; raise if either fails."""
     try:
-        problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+        problems = [row[0] for row in conn.execute("PRAGMA integrity_check(3)")]
     except sqlite3.DatabaseError as exc:
-        raise JournalDamagedError(path, f"quick_check: {exc}") from exc
+        raise JournalDamagedError(path, f"integrity_check: {exc}") from exc
     if problems != ["ok"]:
-        raise JournalDamagedError(path, f"quick_check: {problems[0][:120]}")
+        raise JournalDamagedError(path, f"integrity_check: {problems[0][:120]}")
     try:
         found = _columns(conn)
     except sqlite3.DatabaseError as exc:
@@ -145,8 +146,10 @@ def verify_database(conn: sqlite3.Connection, path: Path, schema: str) -> None:
 
 def is_damage(exc: sqlite3.Error) -> bool:
     """Whether a SQLite error means the file is damaged (not merely unwritable or locked)."""
+    text = str(exc).lower()
+    if "could not decode to utf-8" in text:  # Python's: stored text that is not UTF-8
+        return True
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
-    text = str(exc).lower()
     return "malformed" in text or "not a database" in text

@@ -21,7 +21,7 @@ worker was lost while running it): a lease voided by a coordinator restart or ca
 stop is not charged, so restarts never use up a work item's `dispatch.max_attempts`.
 
 Opening checks the file before anything is used (`integrity.verify_database`: SQLite's
-quick_check and the exact schema) and the content while loading it: every input's data must
+integrity_check and the exact schema) and the content while loading it: every input's data must
 match its sha256, and the XOR of every row's hash must equal the `content_digest` that each
 flush writes in the same transaction. A damaged journal is refused with one line naming the
 recovery command; nothing is changed.
@@ -423,7 +423,7 @@ class Journal:
         A flush is due once `batch_ops` records are buffered or the oldest is `batch_ms` old.
         The report of what recovery found is `journal.recovery`. Resuming refuses (with
         `JournalDamagedError`) an empty file, a file without the schema, and any damage that
-        quick_check, the schema comparison or the content digest finds.
+        integrity_check, the schema comparison or the content digest finds.
         """
         path = Path(path)
         durability = Durability(synchronous)
@@ -468,7 +468,10 @@ class Journal:
             lock.close()
             if integrity.is_damage(exc):
                 raise JournalDamagedError(path, str(exc)) from exc
-            raise JournalError(f"cannot open {path}: {exc}") from exc
+            raise JournalError(f"cannot open {path}: {' '.join(str(exc).split())}") from exc
+        except UnicodeDecodeError as exc:  # a flipped byte inside stored text
+            lock.close()
+            raise JournalDamagedError(path, f"text that is not UTF-8 ({exc.reason})") from exc
         except BaseException:
             lock.close()
             raise
@@ -509,6 +512,8 @@ class Journal:
             if integrity.is_damage(exc):
                 raise JournalDamagedError(path, str(exc)) from exc
             raise JournalError(f"{path} is not a readable symfence journal: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise JournalDamagedError(path, f"text that is not UTF-8 ({exc.reason})") from exc
 
     def close(self) -> FlushReceipt:
         """Flush, close and release the lock. Returns the final flush: write its files too."""

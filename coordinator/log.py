@@ -15,6 +15,18 @@ from symfence.coordinator.status_line import on_terminal
 # High-volume events stay out of the console (the status line counts them); they are all in
 # the JSON file, where `symfence logs` filters them.
 QUIET_ON_CONSOLE = frozenset({"result.quarantined", "task.expired", "fault.injected", "work.refused"})
+# Events whose traceback stays in the file: their one-line message says so.
+TRACEBACK_IN_FILE_ONLY = frozenset({"campaign.failed"})
+
+# The first failed write to a log file (a full or read-only disk). Logging goes on on the
+# console; the campaign loop calls `check_file()` and stops, as after any other failed write.
+_file_error: OSError | None = None
+
+
+def check_file() -> None:
+    """Raise the log file's first write error, if there was one."""
+    if _file_error is not None:
+        raise _file_error
 
 
 class _Tee:
@@ -32,9 +44,15 @@ class _Tee:
         return sys.stderr if self._console is sys.__stderr__ or self._console is sys.stderr else self._console
 
     def __call__(self, logger: Any, name: str, event_dict: dict[str, Any]) -> Any:
-        self.file.write(json.dumps(event_dict, default=str, separators=(",", ":")) + "\n")
+        global _file_error
+        if _file_error is None:
+            try:
+                self.file.write(json.dumps(event_dict, default=str, separators=(",", ":")) + "\n")
+            except OSError as exc:
+                _file_error = exc if exc.filename else OSError(exc.errno, exc.strerror, self.file.name)
         if self.console is not None and (self.verbose or event_dict["event"] not in QUIET_ON_CONSOLE):
-            shown = {k: v for k, v in event_dict.items() if k != "ts"}
+            hidden = ("ts", "exception") if event_dict["event"] in TRACEBACK_IN_FILE_ONLY else ("ts",)
+            shown = {k: v for k, v in event_dict.items() if k not in hidden}
             self.console.write(self.renderer(logger, name, shown) + "\n")
             self.console.flush()
         raise structlog.DropEvent

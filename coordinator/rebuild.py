@@ -52,7 +52,9 @@ def rebuild(out_root: Path, cfg) -> tuple[Path | None, dict[str, int]]:
         raise JournalError(f"{path} is in use by a running coordinator: stop it first")
     moved = move_journal_aside(path) if path.exists() else None
     out = OutputDir(out_root)
-    executor = cfg["campaign.executor"]
+    from symfence.coordinator.hybrid import HybridPlan
+
+    executor = HybridPlan.from_config(cfg).corpus_stage.value  # the executor named in work ids
     options = executor_options(cfg)
     journal = Journal.open(path, resume=False, synchronous=cfg["journal.synchronous"])
     try:

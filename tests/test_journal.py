@@ -350,9 +350,9 @@ def test_a_corrupt_journal_is_refused_on_open(path):
     raw.execute("UPDATE corpus SET sha256 = (SELECT sha256 FROM corpus WHERE queue_id = 0)")
     raw.commit()
     raw.close()
-    with pytest.raises(JournalError, match="corrupt"):
+    with pytest.raises(JournalError, match="damaged"):
         Journal.open(path, resume=True)
-    with pytest.raises(JournalError, match="corrupt"):
+    with pytest.raises(JournalError, match="damaged"):
         Journal.read_only(path)
     with open(path.with_name(path.name + ".lock"), "ab") as lock:  # the failed opens let go of it
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
