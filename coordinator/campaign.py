@@ -719,7 +719,7 @@ class Coordinator:
                         for name, p in self.targets.by_target.items())
         reasons = tuple((k, v) for k, v in st.quarantine.snapshot().items() if v)
         return Snapshot(
-            elapsed, st.execs / elapsed, st.committed / elapsed, st.edges, st.corpus, len(self.scheduler),
+            elapsed, st.execs / elapsed, (st.committed - st.carried_committed) / elapsed, st.edges, st.corpus, len(self.scheduler),
             st.crashes, st.hangs, len(self.inflight), st.quarantine.total, len(self.alive),
             ooms=st.ooms, task_errors=st.task_errors, since_path_s=since(self.afl.last_find),
             since_crash_s=since(self.afl.last_crash), since_hang_s=since(self.afl.last_hang),
@@ -732,6 +732,7 @@ class Coordinator:
 
     def _write_stats(self) -> None:
         """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
+        failpoints.hit("stats", self.out.root / "fuzzer_stats")
         st = self.stats
         st.edges = MAP_SIZE - self.coverage.seen.count(0)
         now = time.time()
@@ -757,7 +758,7 @@ class Coordinator:
                                       corpus=st.corpus, pending=pending, pending_favs=0, edges=st.edges,
                                       saved_crashes=st.crashes, saved_hangs=st.hangs)
         values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
-                   f"{st.committed / elapsed:.2f}"]
+                   f"{(st.committed - st.carried_committed) / elapsed:.2f}"]
         values += self.plan.plot_values()
         self._append_plot(plot_header(self.plan.plot_columns()), ", ".join(str(v) for v in values) + "\n")
         self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) / 1000)

@@ -48,6 +48,7 @@ def restore(stats: Stats, saved: Mapping[str, int]) -> int:
         elif key.startswith(_TRIAGE):
             stats.triage_rejected[key[len(_TRIAGE):]] = int(value)
     stats.quarantine = QuarantineCounters(quarantined)
+    stats.carried_committed = stats.committed
     in_flight = stats.dispatched - (stats.committed + stats.expired + stats.cancelled + stats.lost
                                     + stats.voided)
     voided = max(in_flight, 0)

@@ -21,6 +21,7 @@ class Stats:
     cancelled: int = 0  # dispatches revoked because the campaign stopped
     lost: int = 0  # dispatches revoked because their worker was lost / did not hold them
     voided: int = 0  # dispatches in flight when a previous run was killed (requeued on resume)
+    carried_committed: int = 0  # `committed` carried over from earlier runs (rates count this run)
     quarantine: QuarantineCounters = field(default_factory=QuarantineCounters)
     status_counts: collections.Counter = field(default_factory=collections.Counter)  # ok/crash/...
     triage_rejected: collections.Counter = field(default_factory=collections.Counter)
@@ -102,7 +103,7 @@ class Stats:
             ("lost", self.lost),
             ("voided", self.voided),
             ("work_failed", self.work_failed),
-            ("results_per_sec", round(self.committed / elapsed, 2)),
+            ("results_per_sec", round((self.committed - self.carried_committed) / elapsed, 2)),
         ]
         rows += self.quarantine.stats_items()
         rows += [(f"triage_rejected_{k}", v) for k, v in sorted(self.triage_rejected.items())]
