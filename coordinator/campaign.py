@@ -528,6 +528,7 @@ class Coordinator:
         fig.execs += result.cost.execs
         fig.busy_s += result.cost.wall_s
         self._merge_trace(result.trace, item.target, stage)
+        self.plan.add_tokens(item.target, result.tokens)
         findings: list[NewFinding] = []
         if result.status in (Status.CRASH, Status.HANG):
             self._finding(findings, result.status, item.data, item.sha256, result.error, item, found_s)

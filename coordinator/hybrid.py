@@ -9,7 +9,7 @@ yet (a rank acknowledges by a committed slice result), as a ``protocol.fuzzslice
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
 rate of first-found edges per busy second decides, clamped to [0.2, 0.8] (0.5 until both stages
-have run for a while). A rank holds at most one fuzz slice at a time while the engine has work, so
+have run for a while). Whatever the share, a rank whose engine queue is empty fuzzes. A rank holds at most one fuzz slice at a time while the engine has work, so
 its other dispatch slots keep the engine's queue moving.
 """
 
@@ -128,7 +128,8 @@ class HybridPlan:
         fz, cc = self.figures[Stage.FUZZ], self.figures[self.corpus_stage]
         in_flight = len(self._slices) * float(self.fuzz_options["slice_s"])
         total = fz.busy_s + cc.busy_s + in_flight
-        return fz.busy_s + in_flight <= self.share() * total
+        share = self.share()
+        return share > 0 and fz.busy_s + in_flight <= share * total
 
     # -- fuzz slices --------------------------------------------------------------------------
 
@@ -194,6 +195,7 @@ class HybridPlan:
                          f"{stage.value}_hangs": f.hangs, f"{stage.value}_edges_first": f.edges_first,
                          f"{stage.value}_edges_share": f"{100.0 * f.edges_first / total if total else 0:.1f}%",
                          f"{stage.value}_busy_s": round(f.busy_s, 3)})
+        rows["dictionary_tokens"] = sum(len(t) for t in self.tokens.values())
         rows["fuzz_share"] = round(self.share(), 3)
         rows["fuzz_share_setting"] = self.share_setting if self.fuzz_on and self.concolic_on else self.mode
         return rows

@@ -122,6 +122,7 @@ def result_to_map(msg: Result) -> dict[str, Any]:
         "trace": msg.trace,
         "error": msg.error,
         "stats": dict(msg.stats),
+        "tokens": list(msg.tokens),
     }
 
 
@@ -290,9 +291,24 @@ def _result_body(obj: dict[str, Any], limits: Limits) -> Result:
         trace=f.bytes("trace", limit=limits.max_candidate_bytes),
         error=f.str("error"),
         stats=_int_map(f.map("stats"), "result.stats"),
+        tokens=_tokens(obj, f),
     )
     # The token is judged last: a body fault is MALFORMED whether or not a token is present.
     return replace(result, token=_token(obj, f))
+
+
+MAX_TOKENS = 1024  # dictionary tokens per result
+MAX_TOKEN_BYTES = 128
+
+
+def _tokens(obj: dict[str, Any], f: _Fields) -> tuple[bytes, ...]:
+    """A result's dictionary tokens (optional: absent is none)."""
+    if "tokens" not in obj:
+        return ()
+    tokens = f.list("tokens", limit=MAX_TOKENS)
+    if not all(type(t) is bytes and 0 < len(t) <= MAX_TOKEN_BYTES for t in tokens):
+        raise RemoteProtocolError(Reason.MALFORMED, f"tokens: must be 1..{MAX_TOKEN_BYTES} bytes each")
+    return tuple(tokens)
 
 
 def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:

@@ -90,6 +90,7 @@ class Result:
     trace: bytes = b""  # packed edge trace of the task's own input
     error: str = ""
     stats: Mapping[str, int] = field(default_factory=dict)
+    tokens: tuple[bytes, ...] = ()  # comparison constants the engine saw (the fuzzer's dictionary)
 
 
 @dataclass(frozen=True)

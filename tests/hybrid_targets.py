@@ -40,3 +40,14 @@ def shallow(data: bytes) -> None:
         if len(data) > 1 and data[1] == 0:
             return
         raise ShallowBug(f"high byte {data[0]:#x}")
+
+
+def native_and_python(data: bytes) -> None:
+    """Crashes two ways: a Python exception (caught inside the slice) and a native abort (ends the
+    fuzzing process: the slice restarts) on inputs any mutation fuzzer reaches quickly."""
+    if len(data) >= 2 and data[0] == 0xAB:
+        import os
+
+        os.abort()
+    if data[:1] == b"\x01":
+        raise ShallowBug("python-level")

@@ -65,6 +65,7 @@ def test_hybrid_campaign_on_plistlib_runs_to_budget_and_grows(tmp_path):
     s = run.stats()
     assert int(s["fuzz_execs"]) > 0 and int(s["concolic_execs"]) > 0
     assert int(s["fuzz_new_inputs"]) > 0 and int(s["concolic_new_inputs"]) > 0
+    assert int(s["dictionary_tokens"]) > 0  # magic_header's b"SYMF", b"\xbe\xef", ... for the fuzzer
     with (run.out / "plot_data").open() as fh:
         rows = list(csv.reader(fh))
     header, rows = [h.strip() for h in rows[0]], rows[1:]

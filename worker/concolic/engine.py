@@ -26,6 +26,7 @@ from typing import Mapping, Protocol
 
 import z3
 
+from symfence.worker.concolic.dictionary import comparison_constants
 from symfence.worker.concolic.execution import Run, execute
 from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target
 from symfence.worker.concolic.options import EngineOptions
@@ -143,6 +144,7 @@ class _Search:
         self.solver_s = 0.0
         self.execs = 0
         self.candidates: list[CandidateOut] = []
+        self.tokens: tuple[bytes, ...] = ()  # comparison constants (the fuzzer's dictionary)
 
     def _execute(self, data: bytes, *, symbolic: bool) -> Run:
         opts = self.options
@@ -154,7 +156,7 @@ class _Search:
     def _outcome(self, status: ExitKind, trace: Mapping[int, int], error: str = "") -> Outcome:
         return Outcome(status=status, trace=trace, candidates=tuple(self.candidates),
                        solver_s=self.solver_s, execs=self.execs, error=error,
-                       stats=dict(self.stats))
+                       stats=dict(self.stats), tokens=self.tokens)
 
     def run(self) -> Outcome:
         task = self.task
@@ -176,6 +178,7 @@ class _Search:
 
     def _expand(self, run: Run) -> None:
         rec, opts, task = run.recorder, self.options, self.task
+        self.tokens = comparison_constants(rec.conds)
         assert run.variables is not None
         self.stats["branches"] += len(rec.sites)
         self.stats["concretisations"] += rec.concretisations

@@ -49,6 +49,7 @@ class Outcome:
     execs: int = 0  # concrete + symbolic executions of the target performed for this task
     error: str = ""  # traceback / message for CRASH (of the input itself) or ERROR
     stats: Mapping[str, int] = field(default_factory=dict)  # executor counters (queries, unsat, ...)
+    tokens: tuple[bytes, ...] = ()  # comparison constants seen (concolic): the fuzzer's dictionary
 
 
 class Executor(Protocol):

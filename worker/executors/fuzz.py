@@ -68,6 +68,28 @@ def _dict_line(i: int, token: bytes) -> str:
     return f'kw{i}="{body}"\n'
 
 
+_FAULT_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$')
+
+
+def native_detail(kind: str, log: str) -> str:
+    """A traceback-shaped description of what ended a fuzzing process (for crash signatures):
+    the Python stack faulthandler printed (innermost last) and libFuzzer's error line."""
+    lines = log.splitlines()
+    error = next((l.split("ERROR: ", 1)[1] for l in lines if "ERROR: libFuzzer:" in l), f"libFuzzer: {kind}")
+    fatal = next((l for l in lines if l.startswith("Fatal Python error:")), "")
+    frames: list[str] = []
+    for l in lines[next((i for i, l in enumerate(lines) if l.startswith("Fatal Python error:")), len(lines)):]:
+        m = _FAULT_FRAME.match(l)
+        if m:
+            frames.append(f'  File "{m.group(1)}", line {m.group(2)}, in {m.group(3)}')
+        elif frames and not l.strip():
+            break
+    frames = [f for f in reversed(frames) if "symfence/worker/fuzz" not in f and "/fuzz/slice_child.py" not in f]
+    name = {"crash": "NativeCrash", "oom": "OutOfMemory", "leak": "NativeLeak", "timeout": "NativeHang"}.get(kind, "NativeCrash")
+    text = "Traceback (most recent call last):\n" + "".join(f + "\n" for f in frames)
+    return text + f"{name}: {error}" + (f" ({fatal})" if fatal else "") + "\n"
+
+
 @dataclass
 class _TargetState:
     corpus: Path
@@ -231,8 +253,7 @@ class FuzzExecutor:
             if kind is None:
                 path.unlink()
                 continue
-            tail = run_log.decode(errors="replace").splitlines()[-40:]
-            detail = "\n".join(tail) or f"libFuzzer {path.name.split('-', 1)[0]}"
+            detail = native_detail(path.name.split("-", 1)[0], run_log.decode(errors="replace"))
             run.artifacts.append(CandidateOut(path.read_bytes(), {}, kind, 0, detail))
             path.unlink()
             early = True

@@ -12,11 +12,13 @@ it, records the input once per distinct signature (``found/crash-<sha1>`` plus a
 traceback, or ``found/hang-<sha1>``) and returns, so libFuzzer keeps going. Only what Python cannot
 catch (a native crash, a native hang caught by libFuzzer's ``-timeout``, running out of memory)
 ends the process early; libFuzzer then writes its artifact and the parent restarts the slice.
-The harness writes its execution count to ``execs`` every quarter second.
+The harness writes its execution count to ``execs`` every quarter second, and turns on
+``faulthandler`` so a native crash leaves the Python stack in the log.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import hashlib
 import importlib
 import json
@@ -60,7 +62,8 @@ def main(argv: list[str]) -> None:
     found = spec["found_dir"]
     exec_timeout = float(spec["exec_timeout_s"])
     execs_path = spec["execs_path"]
-    seen: set[str] = set()
+    signatures = os.path.join(found, "signatures.list")  # shared by the restarts of one slice
+    seen: set[str] = set(open(signatures).read().splitlines()) if os.path.exists(signatures) else set()
     state = {"execs": 0, "next_write": time.monotonic() + 0.25}
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
@@ -69,6 +72,8 @@ def main(argv: list[str]) -> None:
         if key in seen or len(seen) >= _MAX_FINDINGS:
             return
         seen.add(key)
+        with open(signatures, "a") as fh:
+            fh.write(key.replace("\n", " ") + "\n")
         name = os.path.join(found, f"{kind}-{hashlib.sha1(data).hexdigest()}")
         with open(name + ".txt", "w") as fh:
             fh.write(detail)
@@ -76,6 +81,8 @@ def main(argv: list[str]) -> None:
             fh.write(data)
 
     def one_input(data: bytes) -> None:
+        if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
+            faulthandler.enable()  # a native crash leaves the Python stack in the log
         state["execs"] += 1
         setitimer(vtimer, exec_timeout, 0.05)
         try:

@@ -1,0 +1,190 @@
+"""The two stages' parts without MPI: the real tracer, the fuzz slice executor, the dictionary
+the engine gives the fuzzer, the slice spec and the hybrid plan's choices and deltas."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from symfence.coordinator.config import parse
+from symfence.coordinator.hybrid import HybridPlan, Stage
+from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.protocol.fuzzslice import SliceSpec, pack_spec, unpack_spec
+from symfence.protocol.ids import Rank
+from symfence.worker.concolic.dictionary import comparison_constants
+from symfence.worker.concolic.execution import execute
+from symfence.worker.concolic.instrument import load_target
+from symfence.worker.executors import make_executor
+from symfence.worker.executors.base import ExitKind, Task
+from symfence.worker.realtrace.tracer import ArcTracer, default_include, load_callable, resolve_include
+
+
+def _run(executor, task, limit_s=120.0):
+    executor.start(task)
+    deadline = time.monotonic() + limit_s
+    while (outcome := executor.wait(0.05)) is None:
+        assert time.monotonic() < deadline, "task did not finish"
+    return outcome
+
+
+def _real(target: str, data: bytes) -> dict[int, int]:
+    module, fn = load_callable(target)
+    return ArcTracer(resolve_include([], module)).run(fn, data, 2.0).trace
+
+
+# -- the real tracer ----------------------------------------------------------------------------
+
+
+def test_tracer_sees_library_code_and_not_symfence():
+    module, fn = load_callable("tests.hybrid_targets:plist")
+    roots = default_include(module)
+    assert any(r.endswith("plistlib.py") for r in roots)
+    assert not any("symfence" in r or "/worker/" in r for r in roots)
+    tracer = ArcTracer(roots)
+    xml = tracer.run(fn, b'<?xml version="1.0"?><plist version="1.0"><dict><key>a</key><integer>1</integer></dict></plist>', 2.0)
+    binary = tracer.run(fn, b"bplist00\x08\x00\x00\x00\x00\x00\x00\x01\x01\x00\x00\x00\x00\x00\x00\x00\x01"
+                        b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x09", 2.0)
+    assert xml.status == binary.status == "ok"
+    assert len(xml.trace) > 30 and len(binary.trace) > 10  # plistlib's own arcs
+    assert set(xml.trace) != set(binary.trace)
+    assert tracer.run(fn, b"", 2.0).trace == tracer.run(fn, b"", 2.0).trace  # deterministic
+    boom = ArcTracer(roots).run(lambda d: 1 / 0, b"", 2.0)
+    assert boom.status == "crash" and "ZeroDivisionError" in boom.detail
+    assert ArcTracer(roots).run(lambda d: [0 for _ in iter(int, 1)], b"", 0.2).status == "hang"
+
+
+def test_concolic_candidates_carry_the_real_trace():
+    """The engine's candidates keep their branch-site edges and gain the real arcs."""
+    ex = make_executor("concolic")
+    try:
+        outcome = _run(ex, Task("t" * 64, "w" * 64, b"\x00" * 8, "examples.magic_header:target", 0,
+                                {"exec_timeout_s": 1.0}))
+    finally:
+        ex.close()
+    assert outcome.status is ExitKind.OK and outcome.candidates
+    assert outcome.stats["trace_execs"] == len(outcome.candidates) + 1
+    for c in outcome.candidates:
+        real = _real("examples.magic_header:target", c.data)
+        assert real and set(real) <= set(c.trace), c.data
+    assert set(_real("examples.magic_header:target", b"\x00" * 8)) <= set(outcome.trace)
+
+
+# -- the fuzz slice -----------------------------------------------------------------------------
+
+
+def test_fuzz_slice_keeps_inputs_and_goes_on_after_crashes():
+    """A Python crash is caught inside the slice; a native abort ends the process and the slice
+    restarts for the rest of its time; kept inputs come back with their real traces."""
+    target = "tests.hybrid_targets:native_and_python"
+    ex = make_executor("fuzz")
+    try:
+        outcome = _run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"\x00\x00",), (b"\xab\xab",))),
+                                target, 1, {"slice_s": 4.0, "exec_timeout_s": 0.5}))
+    finally:
+        ex.close()
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.execs > 0 and outcome.stats["fuzz_restarts"] >= 1
+    crashes = [c for c in outcome.candidates if c.kind is ExitKind.CRASH]
+    assert any("ShallowBug" in c.detail for c in crashes)
+    native = [c for c in crashes if "NativeCrash" in c.detail]
+    assert native and all(c.data[0] == 0xAB for c in native)
+    assert all('line 51, in native_and_python' in c.detail for c in native)  # the Python stack
+    for c in outcome.candidates:
+        if c.kind is ExitKind.OK:
+            assert c.trace == _real(target, c.data)
+
+
+def test_fuzz_slice_errors_say_why():
+    ex = make_executor("fuzz")
+    try:
+        bad = _run(ex, Task("t" * 64, "w" * 64, b"not a spec", "tests.hybrid_targets:plist", 1, {}))
+        missing = _run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec()), "tests.no_such_module:f", 2,
+                                {"slice_s": 1.0}))
+    finally:
+        ex.close()
+    assert bad.status is ExitKind.ERROR and "bad fuzz slice" in bad.error
+    assert missing.status is ExitKind.ERROR and "no_such_module" in missing.error
+
+
+def test_slice_spec_is_strict():
+    spec = SliceSpec((b"a", b"bc"), (b"SYMF",))
+    assert unpack_spec(pack_spec(spec)) == spec
+    for bad in (b"", b"\x93\x01\x02\x03", pack_spec(SliceSpec()) + b"x"):
+        with pytest.raises(ValueError):
+            unpack_spec(bad)
+    with pytest.raises(ValueError):
+        unpack_spec(pack_spec(SliceSpec((), (b"x" * 200,))))
+
+
+# -- dictionary ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, data, expected", [
+    ("examples.magic_header:target", b"SYMF\x03\x00\x00!", {b"SYMF", b"\xbe\xef", b"\xef\xbe"}),
+    ("examples.keyvalue:target", b"a=b\n[x]\n", {b"name=", b"port=", b"mode="}),
+])
+def test_engine_constants_become_dictionary_tokens(spec, data, expected):
+    run = execute(load_target(spec), data, symbolic=True, timeout_s=5, max_branches=500)
+    tokens = comparison_constants(run.recorder.conds)
+    assert expected <= set(tokens)
+    assert all(len(t) >= 2 for t in tokens) and len(tokens) == len(set(tokens))
+
+
+# -- hybrid plan ---------------------------------------------------------------------------------
+
+
+def _plan(executor: str, **fuzz) -> HybridPlan:
+    return HybridPlan.from_config(parse({"campaign": {"executor": executor, "targets": ["a:t"]},
+                                         "fuzz": {"slice_s": 10.0, **fuzz}}))
+
+
+def _scheduler(n: int) -> Scheduler:
+    s = Scheduler()
+    for i in range(n):
+        s.add(WorkItem(f"{i:064x}", bytes([i]), "0" * 64, "a:t", origin="concolic"))
+    return s
+
+
+def test_plan_modes():
+    r = Rank(1)
+    concolic = _plan("concolic")
+    assert concolic.pick(r, _scheduler(1)).stage == "" and concolic.pick(r, Scheduler()) is None
+    fuzz = _plan("fuzz")
+    assert [fuzz.pick(r, _scheduler(3)).stage for _ in range(2)] == ["fuzz", "fuzz"]  # depth 2
+    assert fuzz.pick(r, _scheduler(3)) is None
+    hybrid = _plan("hybrid", share=0.5)
+    s = _scheduler(5)
+    first = hybrid.pick(r, s)
+    assert first.stage == "fuzz"  # nothing ran yet: the fuzz stage is behind its share
+    assert hybrid.pick(r, s).stage == ""  # one slice per rank while the engine has work
+    assert hybrid.pick(Rank(2), Scheduler()).stage == "fuzz"  # an idle engine queue: fuzz
+    assert _plan("hybrid", share=0.0).pick(r, _scheduler(1)).stage == ""
+
+
+def test_plan_auto_share_follows_productivity():
+    plan = _plan("hybrid")
+    assert plan.share() == 0.5
+    plan.figures[Stage.FUZZ].busy_s = plan.figures[Stage.CONCOLIC].busy_s = 20.0
+    plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 900, 10
+    assert plan.share() == 0.8
+    plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 10, 900
+    assert plan.share() == 0.2
+
+
+def test_slices_carry_deltas_acknowledged_by_commit():
+    plan = _plan("fuzz")
+    r = Rank(1)
+    plan.add_entry("a:t", b"seed")
+    plan.add_tokens("a:t", [b"SYMF", b"", b"SYMF"])  # empty ones are dropped, repeats too
+    first = plan.pick(r, Scheduler())
+    assert unpack_spec(first.data) == SliceSpec((b"seed",), (b"SYMF",))
+    plan.slice_ended(first, committed=False)  # revoked: the next slice resends
+    again = plan.pick(r, Scheduler())
+    assert unpack_spec(again.data).entries == (b"seed",)
+    plan.slice_ended(again, committed=True)
+    plan.add_entry("a:t", b"new")
+    third = plan.pick(r, Scheduler())
+    assert unpack_spec(third.data) == SliceSpec((b"new",), ())
+    assert unpack_spec(plan.pick(Rank(2), Scheduler()).data).entries == (b"seed", b"new")  # other rank
+    assert len({first.work_id, again.work_id, third.work_id}) == 3
