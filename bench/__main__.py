@@ -14,6 +14,7 @@ BENCHES = {
     "hybrid": "bench.bench_hybrid",  # concolic 1 vs 2 workers vs random mutation
     "recovery": "bench.bench_recovery",  # worker loss -> re-dispatch, CANCEL abort savings
     "parsers": "bench.bench_parsers",  # real parsers: hybrid vs concolic vs plain Atheris (~25 min)
+    "tracer": "bench.bench_tracer",  # cost per execution of the real-trace yardstick (coverage.py arcs)
 }
 
 
