@@ -75,11 +75,13 @@ def test_concolic_candidates_carry_the_real_trace():
 
 def test_fuzz_slice_keeps_inputs_and_goes_on_after_crashes():
     """A Python crash is caught inside the slice; a native abort ends the process and the slice
-    restarts for the rest of its time; kept inputs come back with their real traces."""
+    restarts for the rest of its time (without the corpus entry that killed it); kept inputs
+    come back with their real traces. The start corpus holds one input of each crash."""
     target = "tests.hybrid_targets:native_and_python"
     ex = make_executor("fuzz")
     try:
-        outcome = _run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"\x00\x00",), (b"\xab\xab",))),
+        entries = (b"\x00\x00", b"\x01\x02", b"\xab\x01")
+        outcome = _run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec(entries, (b"\xab\xab",))),
                                 target, 1, {"slice_s": 4.0, "exec_timeout_s": 0.5}))
     finally:
         ex.close()

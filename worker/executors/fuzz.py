@@ -254,8 +254,14 @@ class FuzzExecutor:
                 path.unlink()
                 continue
             detail = native_detail(path.name.split("-", 1)[0], run_log.decode(errors="replace"))
-            run.artifacts.append(CandidateOut(path.read_bytes(), {}, kind, 0, detail))
+            data = path.read_bytes()
+            run.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
             path.unlink()
+            # A corpus file that kills the process would kill every restart while loading the
+            # corpus: it leaves the fuzzer's corpus (it is reported as a finding instead).
+            sha1 = hashlib.sha1(data).hexdigest()
+            for folder in (run.state.corpus, run.folder / "new"):
+                (folder / sha1).unlink(missing_ok=True)
             early = True
         if killed:
             early = True
