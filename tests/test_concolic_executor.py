@@ -14,7 +14,7 @@ import pytest
 
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.executors.base import ExitKind, Outcome, Task
-from symfence.worker.executors.concolic import ConcolicExecutor
+from symfence.worker.executors.concolic import ConcolicExecutor, _Phase
 
 _counter = itertools.count()
 
@@ -132,7 +132,9 @@ def test_child_death_during_the_input_or_a_replay(executor: ConcolicExecutor, ta
 def test_child_killed_from_outside_then_next_task_works(executor: ConcolicExecutor,
                                                         targets: str) -> None:
     executor.start(Task("token", "work", b"\x05", f"{targets}:sleepy", 0, {"exec_timeout_s": 10.0}))
-    assert executor.wait(0.3) is None
+    deadline = time.monotonic() + 30  # until the child runs the input (start-up is slow under load)
+    while executor._running.phase is not _Phase.INPUT and time.monotonic() < deadline:
+        assert executor.wait(0.05) is None
     os.kill(executor.child_pid, signal.SIGKILL)
     outcome = executor.wait(5.0)
     assert outcome is not None and outcome.status is ExitKind.CRASH

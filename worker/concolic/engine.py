@@ -11,7 +11,13 @@ For a task ``(data, bound)`` the engine
    length is involved the solver first tries to keep it, then allows ``|len - n| <= 1, 4,
    16, ...`` up to ``max_input_len`` (new bytes are zero);
 4. replays every child concretely (its trace, crash or hang; whether it really took the flipped
-   branch - a divergence otherwise) and reports it with child bound ``i + 1``.
+   branch - a divergence otherwise) and reports it with child bound ``i + 1``;
+5. replays every crash and hang (of a child or of the input itself) on the plain target in a
+   fresh interpreter (``replay``): one that does not reproduce there is an artefact of the
+   proxies, counted as ``false_findings`` and dropped, never reported as a finding.
+``Outcome.stats`` carries the counters (``branches``, ``concretised_<kind>``, ``sat``/``unsat``/
+``unknown``, ``divergences``, ``false_findings``, ...) and, when the symbolic run recorded no
+branch at all, ``left_via.<function>``: where the input most likely left Python (``diagnose``).
 A per-engine memo of ``(prefix hash, site, direction)`` skips queries another work item already
 solved; a retry of the same ``work_id`` is never skipped, so a lost result can be recomputed.
 """
@@ -27,13 +33,17 @@ from typing import Mapping, Protocol
 import z3
 
 from symfence.worker.concolic.dictionary import comparison_constants
+from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
-from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target
+from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target, parse_module_list
+from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
-from symfence.worker.concolic.symbolic import LENGTH_BIT, InputVariables
+from symfence.worker.concolic.replay import Verdict, replay_plain
+from symfence.worker.concolic.symbolic import LENGTH_BIT
 from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
+_MAX_KINDS = 24  # concretisation kinds reported per task (the rest add up in concretised_other)
 
 
 class Progress(Protocol):
@@ -44,6 +54,8 @@ class Progress(Protocol):
     def input_done(self, trace: Mapping[int, int]) -> None: ...
 
     def candidate(self, candidate: CandidateOut) -> None: ...
+
+    def confirming(self) -> None: ...
 
 
 class NoProgress:
@@ -56,6 +68,9 @@ class NoProgress:
         pass
 
     def candidate(self, candidate: CandidateOut) -> None:
+        pass
+
+    def confirming(self) -> None:
         pass
 
 
@@ -116,7 +131,7 @@ class ConcolicEngine:
         wall0, cpu0 = time.perf_counter(), time.process_time()
         try:
             options = EngineOptions.from_mapping(task.options)
-            target = load_target(task.target)
+            target = load_target(task.target, parse_module_list(options.instrument))
         except (ValueError, TargetLoadError) as exc:  # the task's fault: a short message
             outcome = Outcome(ExitKind.ERROR, error=f"{type(exc).__name__}: {exc}")
         else:
@@ -145,6 +160,8 @@ class _Search:
         self.execs = 0
         self.candidates: list[CandidateOut] = []
         self.tokens: tuple[bytes, ...] = ()  # comparison constants (the fuzzer's dictionary)
+        self.pending: list[CandidateOut] = []  # crashes and hangs awaiting the plain replay
+        self.false_findings: list[tuple[bytes, ExitKind, str]] = []
 
     def _execute(self, data: bytes, *, symbolic: bool) -> Run:
         opts = self.options
@@ -164,7 +181,11 @@ class _Search:
         concrete = self._execute(task.data, symbolic=False)
         trace = concrete.trace
         if concrete.kind is not ExitKind.OK:
-            return self._outcome(concrete.kind, trace, concrete.detail)
+            self.progress.confirming()
+            confirmed = self._confirm(task.data, concrete.kind, concrete.detail)
+            if confirmed is None:  # the proxies' doing: no finding, and no children either
+                return self._outcome(ExitKind.OK, {})
+            return self._outcome(concrete.kind, trace, confirmed)
         self.progress.input_done(trace)
         symbolic = self._execute(task.data, symbolic=True)
         if symbolic.kind is ExitKind.HANG:
@@ -173,17 +194,64 @@ class _Search:
             self.stats["symbolic_crashes"] += 1
         if symbolic.recorder.sites != concrete.recorder.sites[: len(symbolic.recorder.sites)]:
             self.stats["path_mismatches"] += 1
+        self._count_run(symbolic)
+        if not symbolic.recorder.sites:
+            self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
         self._expand(symbolic)
+        self._confirm_pending()
         return self._outcome(ExitKind.OK, trace)
+
+    def _count_run(self, run: Run) -> None:
+        rec = run.recorder
+        self.stats["branches"] += len(rec.sites)
+        self.stats["implicit_branches"] += rec.implicit
+        self.stats["assumptions"] += len(rec.pins)
+        self.stats["concretisations"] += sum(rec.concretisations.values())
+        kinds = rec.concretisations.most_common()
+        for kind, count in kinds[:_MAX_KINDS]:
+            self.stats[stats_key("concretised_", kind)] += count
+        other = sum(count for _, count in kinds[_MAX_KINDS:])
+        if other:
+            self.stats["concretised_other"] += other
+        if rec.capped:
+            self.stats["branch_cap_hits"] += 1
+
+    def _confirm(self, data: bytes, kind: ExitKind, detail: str) -> str | None:
+        """The plain replay's detail if the finding reproduces without the engine, else None (counted)."""
+        if not self.options.confirm_findings:
+            return detail
+        replay = replay_plain(self.task.target, data, self.options.exec_timeout_s)
+        if replay.verdict is Verdict.UNKNOWN:
+            self.stats["confirm_errors"] += 1
+            return detail
+        if kind is ExitKind.CRASH and replay.verdict is Verdict.CRASHED:
+            return replay.detail or detail
+        if kind is ExitKind.HANG and replay.verdict is Verdict.HUNG:
+            return detail
+        if replay.verdict is Verdict.CRASHED and kind is ExitKind.HANG:
+            self.stats["confirm_kind_changed"] += 1
+            return None
+        self.stats["false_findings"] += 1
+        self.false_findings.append((data, kind, detail))
+        return None
+
+    def _confirm_pending(self) -> None:
+        if not self.pending:
+            return
+        self.progress.confirming()
+        for candidate in self.pending:
+            detail = self._confirm(candidate.data, candidate.kind, candidate.detail)
+            if detail is None:
+                continue
+            confirmed = replace(candidate, detail=detail)
+            self.candidates.append(confirmed)
+            self.progress.candidate(confirmed)
+        self.pending = []
 
     def _expand(self, run: Run) -> None:
         rec, opts, task = run.recorder, self.options, self.task
         self.tokens = comparison_constants(rec.conds)
         assert run.variables is not None
-        self.stats["branches"] += len(rec.sites)
-        self.stats["concretisations"] += rec.concretisations
-        if rec.capped:
-            self.stats["branch_cap_hits"] += 1
         groups = _Groups()
         pins = rec.pins
         next_pin = 0
@@ -198,7 +266,7 @@ class _Search:
                 next_pin += 1
             path, flipped = (cond, z3.Not(cond)) if taken else (z3.Not(cond), cond)
             if i >= task.bound:
-                if len(self.candidates) >= opts.max_candidates:
+                if len(self.candidates) + len(self.pending) >= opts.max_candidates:
                     self.stats["candidate_cap_hits"] += 1
                     return
                 if self.solver_s >= opts.solver_budget_s:
@@ -225,10 +293,10 @@ class _Search:
         start = time.perf_counter()
         try:
             result = solver.check()
+            model = solver.model() if result == z3.sat else None
         except z3.Z3Exception:
-            result = z3.unknown
+            result, model = z3.unknown, None
         self.solver_s += time.perf_counter() - start
-        model = solver.model() if result == z3.sat else None
         solver.pop()
         self.stats["queries"] += 1
         self.stats[str(result)] += 1  # "sat", "unsat" or "unknown"
@@ -281,5 +349,8 @@ class _Search:
             self.stats["divergences"] += 1
         candidate = CandidateOut(data=child, trace=run.trace, kind=run.kind, bound=bound,
                                  detail=run.detail)
+        if run.kind is not ExitKind.OK and self.options.confirm_findings:
+            self.pending.append(candidate)
+            return
         self.candidates.append(candidate)
         self.progress.candidate(candidate)

@@ -22,7 +22,8 @@ from typing import Any, Iterator
 
 from symfence.protocol.coverage import edges_from_sites
 from symfence.worker.concolic.instrument import Target
-from symfence.worker.concolic.symbolic import InputVariables, Recorder, make_input, recording
+from symfence.worker.concolic.models import InputVariables, make_input
+from symfence.worker.concolic.symbolic import Recorder, recording
 from symfence.worker.executors.base import ExitKind
 
 _REARM_S = 0.1

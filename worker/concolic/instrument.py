@@ -1,32 +1,62 @@
-"""Loads a target named "module.path:function", rewriting its module's AST so the proxies stay symbolic.
+"""Loads a target named "module.path:function" with its package and listed modules rewritten so proxies stay symbolic.
 
-The rewrite is the Python analogue of SymCC's compile-time instrumentation: in the target's
-own module (not in modules it imports), calls ``int.from_bytes(...)``, ``len(...)`` and
-``int(...)`` become calls to helpers from ``worker.concolic.symbolic`` that behave exactly like
-the builtins on ordinary values. A name the module rebinds itself (``def len``, ``len = ...``,
-``import ... as int``) is left alone. The source file is untouched, so the target stays plain
-Python and runs unchanged without the engine; the instrumented module is a private copy that
-is not left in ``sys.modules``. Modules without Python source are imported as they are.
+The rewrite is the Python analogue of SymCC's compile-time instrumentation. It applies to the
+target's whole top-level package plus the modules named in the ``instrument`` option (and
+their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
+never to symfence, z3 or the modules the engine models itself. In those modules:
+- calls ``int.from_bytes(...)``, ``int(...)`` and ``type(x)`` go to helpers from
+  ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
+  ``x[k]`` to ``sym_getitem`` (a symbolic index into a constant table or dict);
+- a comparison used as a value (returned, stored, passed) rather than as a test is decided
+  on the spot (``sym_truth``), so plain code receives a real ``bool``;
+- the module's ``__builtins__`` has ``len``, ``ord``, ``chr``, ``isinstance`` and
+  ``__import__`` replaced (``models.instrumented_builtins``): ``import io``/``struct``/``re``
+  and C modules give the models.
+A name the module rebinds itself (``def len``, ``int = ...``) is left alone. Source files are
+untouched, so the target stays plain Python that runs unchanged without the engine; the
+rewritten modules are private copies, imported with ``sys.modules`` swapped and restored
+afterwards. Modules without Python source are imported as they are.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
+import importlib.abc
+import importlib.machinery
 import sys
 import types
-from typing import Callable
+from typing import Any, Callable, Iterable
 
-from symfence.worker.concolic.symbolic import sym_from_bytes, sym_int, sym_len
+from symfence.worker.concolic.models import (
+    instrumented_builtins,
+    sym_contains,
+    sym_from_bytes,
+    sym_getitem,
+    sym_int,
+    sym_truth,
+    sym_type,
+)
 
 Target = Callable[[bytes], object]
 
 _FROM_BYTES = "__symfence_from_bytes__"
-_CALL_REWRITES = {"len": "__symfence_len__", "int": "__symfence_int__"}
-HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_len__": sym_len, "__symfence_int__": sym_int}
+_CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__"}
+_IN = "__symfence_in__"
+_GETITEM = "__symfence_getitem__"
+_TRUTH = "__symfence_truth__"
+HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
+           "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
+           _TRUTH: sym_truth}
 
-_loaded: dict[str, Target] = {}
+# Never rewritten: symfence and its solver, and what the engine models or runs on.
+NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", "types",
+         "functools", "collections", "enum", "io", "_pyio", "struct", "re", "sre_compile",
+         "sre_parse", "sre_constants", "os", "sys", "builtins", "copy", "copyreg", "weakref",
+         "contextlib", "dataclasses", "traceback", "linecache", "warnings", "operator",
+         "keyword", "reprlib", "inspect", "ast", "dis", "tokenize", "token")
+
+_loaded: dict[tuple[str, tuple[str, ...]], Target] = {}
 
 
 class TargetLoadError(Exception):
@@ -48,9 +78,38 @@ def _bound_names(tree: ast.AST) -> set[str]:
     return names
 
 
+def _test_compares(tree: ast.AST) -> set[int]:
+    """ids of the Compare nodes used directly as tests (if/while/assert/ternary/comprehension)."""
+    found: set[int] = set()
+
+    def mark(node: ast.AST) -> None:
+        if isinstance(node, ast.Compare):
+            found.add(id(node))
+        elif isinstance(node, ast.BoolOp):
+            for value in node.values:
+                mark(value)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            mark(node.operand)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            mark(node.test)
+        elif isinstance(node, ast.comprehension):
+            for cond in node.ifs:
+                mark(cond)
+        elif isinstance(node, ast.match_case) and node.guard is not None:
+            mark(node.guard)
+    return found
+
+
+def _call(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
+    return ast.copy_location(ast.Call(ast.Name(name, ast.Load()), args, []), like)
+
+
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, shadowed: set[str]):
+    def __init__(self, shadowed: set[str], tests: set[int]):
         self.shadowed = shadowed
+        self.tests = tests
         self.rewrites = 0
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -62,69 +121,170 @@ class _Rewriter(ast.NodeTransformer):
             node.func = ast.copy_location(ast.Name(_FROM_BYTES, ast.Load()), func)
             self.rewrites += 1
         elif (isinstance(func, ast.Name) and func.id in _CALL_REWRITES
-                and func.id not in self.shadowed):
+                and func.id not in self.shadowed
+                and (func.id != "type" or (len(node.args) == 1 and not node.keywords))):
             node.func = ast.copy_location(ast.Name(_CALL_REWRITES[func.id], ast.Load()), func)
             self.rewrites += 1
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and not isinstance(node.slice, ast.Slice):
+            self.rewrites += 1
+            return _call(_GETITEM, [node.value, node.slice], node)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        in_test = id(node) in self.tests
+        self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            self.rewrites += 1
+            call = _call(_IN, [node.left, node.comparators[0]], node)
+            if isinstance(node.ops[0], ast.NotIn):
+                return ast.copy_location(ast.UnaryOp(ast.Not(), call), node)
+            return call
+        if not in_test:
+            self.rewrites += 1
+            return _call(_TRUTH, [node], node)
         return node
 
 
 def instrument_source(source: str, filename: str) -> types.CodeType:
     """Compile module source with the symbolic rewrites applied."""
     tree = ast.parse(source, filename)
-    tree = _Rewriter(_bound_names(tree)).visit(tree)
+    tree = _Rewriter(_bound_names(tree), _test_compares(tree)).visit(tree)
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
 
 
-def _instrumented_module(name: str) -> types.ModuleType:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError) as exc:
-        raise TargetLoadError(f"cannot find module {name!r}: {exc}") from exc
-    if spec is None:
-        raise TargetLoadError(f"no module named {name!r}")
-    source = None
-    if spec.loader is not None and hasattr(spec.loader, "get_source"):
-        source = spec.loader.get_source(name)
-    if source is None or spec.origin is None:
-        return importlib.import_module(name)
-    code = instrument_source(source, spec.origin)
-    module = types.ModuleType(name)
-    module.__file__ = spec.origin
-    module.__spec__ = spec
-    module.__loader__ = spec.loader
-    module.__package__ = spec.parent
-    if spec.submodule_search_locations is not None:
-        module.__path__ = list(spec.submodule_search_locations)
-    module.__dict__.update(HELPERS)
-    previous = sys.modules.get(name)
-    sys.modules[name] = module  # visible while it executes (dataclasses, pickle look it up)
-    try:
+def prepare_namespace(namespace: dict[str, Any]) -> None:
+    """Give a module namespace the helpers and builtins instrumented code expects."""
+    namespace["__builtins__"] = instrumented_builtins()
+    namespace.update(HELPERS)
+
+
+class _Loader(importlib.abc.Loader):
+    """Executes a module's source through ``instrument_source``."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        source = self.inner.get_source(module.__name__)
+        code = instrument_source(source, self.inner.get_filename(module.__name__))
+        prepare_namespace(module.__dict__)
         exec(code, module.__dict__)
+
+    def get_source(self, name: str) -> Any:
+        return self.inner.get_source(name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the modules to rewrite (Python source only) and hands them to ``_Loader``."""
+
+    def __init__(self, wanted: Callable[[str], bool]):
+        self.wanted = wanted
+        self.loaded: list[str] = []
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if not self.wanted(name):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        spec.loader = _Loader(spec.loader)
+        self.loaded.append(name)
+        return spec
+
+
+def never_instrumented(name: str) -> bool:
+    return any(name == n or name.startswith(n + ".") for n in NEVER)
+
+
+def instrumented_set(module_name: str, extra: Iterable[str]) -> Callable[[str], bool]:
+    """Predicate: is this module rewritten for a target in ``module_name`` with ``extra`` listed?"""
+    roots = {module_name.partition(".")[0]}
+    exact: set[str] = set()
+    for name in extra:
+        roots.add(name)
+        parts = name.split(".")
+        exact.update(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages
+
+    def wanted(name: str) -> bool:
+        if never_instrumented(name):
+            return False
+        return name in exact or any(name == r or name.startswith(r + ".") for r in roots)
+
+    return wanted
+
+
+def parse_module_list(text: str) -> tuple[str, ...]:
+    """``"a.b, c"`` -> ``("a.b", "c")``; raises ValueError for a name that is not a dotted identifier."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    for n in names:
+        if not all(part.isidentifier() for part in n.split(".")):
+            raise ValueError(f"option instrument: {n!r} is not a module name")
+        if never_instrumented(n):
+            raise ValueError(f"option instrument: {n!r} is never instrumented (symfence, z3 or a "
+                             "module the engine models itself)")
+    return names
+
+
+def _import_instrumented(module_name: str, extra: tuple[str, ...]) -> tuple[types.ModuleType, list[str]]:
+    wanted = instrumented_set(module_name, extra)
+    snapshot = dict(sys.modules)
+    finder = _Finder(wanted)
+    for name in list(sys.modules):
+        if wanted(name):
+            del sys.modules[name]
+    sys.meta_path.insert(0, finder)
+    try:
+        module = importlib.import_module(module_name)
+        for name in extra:  # listed modules the target does not import itself
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                raise TargetLoadError(f"cannot import instrumented module {name!r}: {exc}") from exc
     finally:
-        if previous is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = previous
-    return module
+        sys.meta_path.remove(finder)
+        for name in list(sys.modules):
+            if name not in snapshot:
+                del sys.modules[name]
+        sys.modules.update(snapshot)
+    return module, finder.loaded
 
 
-def load_target(spec: str) -> Target:
+def load_target(spec: str, instrument: Iterable[str] = ()) -> Target:
     """The instrumented target function for ``"module.path:function"`` (cached per process)."""
-    target = _loaded.get(spec)
+    extra = tuple(sorted(set(instrument)))
+    target = _loaded.get((spec, extra))
     if target is not None:
         return target
     module_name, sep, function_name = spec.partition(":")
     if not sep or not module_name or not function_name.isidentifier():
         raise TargetLoadError(f"target must look like 'module.path:function', not {spec!r}")
+    if never_instrumented(module_name):
+        raise TargetLoadError(f"{module_name!r} cannot be a target (never instrumented)")
     try:
-        module = _instrumented_module(module_name)
+        module, _ = _import_instrumented(module_name, extra)
     except TargetLoadError:
         raise
+    except ModuleNotFoundError as exc:
+        raise TargetLoadError(f"cannot find module {module_name!r}: {exc}") from exc
     except Exception as exc:  # the module's own import-time code failed
         raise TargetLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
     target = getattr(module, function_name, None)
     if not callable(target):
         raise TargetLoadError(f"{module_name!r} has no callable {function_name!r}")
-    _loaded[spec] = target
+    _loaded[(spec, extra)] = target
     return target
+
+
+def instrumented_modules(spec: str, instrument: Iterable[str] = ()) -> list[str]:
+    """Names of the modules rewritten for a target (for logs and tests)."""
+    module_name = spec.partition(":")[0]
+    _, loaded = _import_instrumented(module_name, tuple(sorted(set(instrument))))
+    return loaded

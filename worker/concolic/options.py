@@ -39,6 +39,8 @@ class EngineOptions:
     max_input_len: int = 4096  # longest child the solver may ask for
     pin_concretised: bool = False  # record concretisations as path constraints
     memory_limit_mb: int = 2048  # address-space limit of the process running the target; 0 = none
+    instrument: str = ""  # comma-separated modules rewritten besides the target's package
+    confirm_findings: bool = True  # replay crashes/hangs on the plain target in a fresh process
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> EngineOptions:
@@ -47,7 +49,10 @@ class EngineOptions:
             if f.name not in options:
                 continue
             value = options[f.name]
-            if f.type == "bool":
+            if f.type == "str":
+                if type(value) is not str:
+                    raise OptionError(f.name, f"must be a string, not {value!r}")
+            elif f.type == "bool":
                 if type(value) is not bool:
                     raise OptionError(f.name, f"must be true or false, not {value!r}")
             elif f.type == "int":
@@ -71,4 +76,7 @@ class EngineOptions:
     def task_budget_s(self) -> float:
         """Generous upper bound on one task's duration, for the parent's backstop."""
         executions = (self.max_candidates + 1) * self.exec_timeout_s
-        return self.symbolic_timeout_s + self.solver_budget_s + executions + 10.0
+        # each confirmation is a fresh interpreter (about 1 s on a loaded machine) + one run
+        confirmations = ((self.max_candidates + 1) * (self.exec_timeout_s + 5.0)
+                         if self.confirm_findings else 0.0)
+        return self.symbolic_timeout_s + self.solver_budget_s + executions + confirmations + 10.0

@@ -9,7 +9,8 @@ parent -> child: ``("task", Task, sys_path)``, ``("stop",)``
 child -> parent: ``("ready", pid)``, then per task ``("accepted",)``,
 ``("exec", monotonic_s, data, bound, is_input)`` before each concrete execution,
 ``("input", trace)`` once the input itself ran fine, ``("candidate", CandidateOut)`` after each
-child's replay, and finally ``("done", Outcome)``. The stream lets the parent say what was
+child's replay, ``("confirming",)`` before crashes and hangs are replayed on the plain target
+in a fresh process, and finally ``("done", Outcome)``. The stream lets the parent say what was
 running if this process dies or has to be killed.
 """
 
@@ -44,6 +45,9 @@ class PipeProgress:
 
     def candidate(self, candidate: CandidateOut) -> None:
         self._conn.send(("candidate", candidate))
+
+    def confirming(self) -> None:
+        self._conn.send(("confirming",))
 
 
 def _extend_sys_path(paths: list[str]) -> None:

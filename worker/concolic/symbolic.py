@@ -1,31 +1,30 @@
-"""Symbolic byte/int proxies over z3 bit-vectors, and the recorder of the branches they decide.
+"""Symbolic integers over z3 bit-vectors, and the recorder of the branches they decide.
 
-A run wraps the input in a ``SymBytes`` (a ``bytes`` subclass holding the concrete input) whose
-items are ``SymInt``s. Every proxy carries its exact concrete Python value, so the target always
-computes what it would compute on plain bytes; in *symbolic* mode it also carries a 64-bit z3
-term over the input variables (byte ``j`` is ``b<j>``, zero-extended; the input length is
-``len``) and a bitmask of the variables it depends on (bit 0 = length, bit ``j + 1`` = byte
-``j``). In *trace* mode (concrete replays) terms are omitted and only decisions are recorded.
+A run wraps the input in a ``SymBytes`` (see ``symseq``) whose items are ``SymInt``s.
+``SymInt`` is a real ``int`` subclass holding the exact concrete value, so ``isinstance``,
+``json.dumps``, ``struct.pack`` and any C code see the number the plain program would see;
+in *symbolic* mode it also carries a z3 term over the input variables (byte ``j`` is ``b<j>``,
+the input length is ``len``), the term's width (64 bits, wider when a value needs it, e.g.
+``int.from_bytes`` of 16 bytes; up to ``MAX_WIDTH``) and a bitmask of the variables it depends
+on (bit 0 = length, bit ``j + 1`` = byte ``j``). In *trace* mode (concrete replays) terms are
+omitted and only decisions are recorded. Whether something is a proxy never depends on its
+term, so trace and symbolic runs of one input record the same branches.
 
-``bool()`` of a proxy is a branch: the active ``Recorder`` notes the site (caller code object +
-instruction offset, hashed to 16 bits), the direction taken and, in symbolic mode, the z3
-condition, and ``bool()`` returns the concrete truth value. Whether something is a proxy never
-depends on its term, so trace and symbolic runs of one input record the same branches.
+``bool()`` of a proxy is a branch: the active ``Recorder`` notes the site (caller code object
++ instruction offset, hashed to 16 bits), the direction taken and, in symbolic mode, the z3
+condition. Models of C code (``symseq``, ``models``) add *implicit* branches (a scan's
+comparison at each position, an index bound, the end of the input) and *assumptions*
+(constraints that keep the model exact, never negated).
 
-Concretisation rules (the sound concolic fallback: the concrete value is always the real one,
-the engine just stops tracking it; with ``pin_concretised`` the recorder also adds
-``term == value`` to the path, else every child is replayed and divergences are counted):
-- ``__index__``, ``__int__``, ``__hash__``, ``__float__``, ``__str__``, ``__format__``, int
-  methods (``x.bit_length()``), and operations with anything but ints: the concrete int.
-- a symbolic index or slice bound into a ``SymBytes``; a symbolic shift amount; ``**``, ``/``.
-- any result (or operand) outside the signed 64-bit range becomes a plain int.
-- ``SymBytes`` is real ``bytes``: C code (``struct``, ``zlib``, ``re``) and methods not
-  overridden here (``find``, ``split``, ``decode``, ...) see the concrete bytes, untracked.
-- ``len()`` of a ``SymBytes`` is concrete; the instrumented target's ``len(...)`` calls go
-  through ``sym_len`` which returns the symbolic length of the input (or of an in-bounds
-  slice), so the search can grow or shrink inputs.
-Division and modulo by a symbolic divisor record an implicit branch ``divisor == 0`` at the
-caller, so the search also tries a zero divisor (a real ZeroDivisionError in the target).
+Concretisation (the sound fallback: the value stays exact, the engine stops tracking it) is
+counted per kind in ``Recorder.concretisations``: ``hash``, ``str``, ``float``, ``format``,
+``truediv``, ``pow``, ``overflow`` (wider than ``MAX_WIDTH``), ``int.<method>``, and the kinds
+the models report (``bytes.<method>``, ``c:<module>.<function>``, ...). C code reading an int
+subclass directly cannot be seen; the models and the import hook (``models``) cover the
+places the input usually leaves through. With ``pin_concretised`` a concretisation also
+records ``term == value`` on the path.
+Division and modulo by a symbolic divisor record an implicit branch ``divisor == 0``, a shift
+by a symbolic amount ``amount < 0``, so the search also tries the exception.
 """
 
 from __future__ import annotations
@@ -33,21 +32,38 @@ from __future__ import annotations
 import operator
 import sys
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import z3
 
-WIDTH = 64
+WIDTH = 64  # narrowest term; wider when a value needs it
+MAX_WIDTH = 1024  # wider results are concretised (kind "overflow")
 LENGTH_BIT = 1  # dependency bit of the input length; byte j is bit j + 1
-_MIN = -(1 << (WIDTH - 1))
-_MAX = (1 << (WIDTH - 1)) - 1
 _MAX_LOCATIONS = 1 << 20  # coverage locations kept per run (loops saturate buckets anyway)
 
 
-def _fits(value: int) -> bool:
-    return _MIN <= value <= _MAX
+def bits_of(value: int) -> int:
+    """Width of the narrowest two's complement bit-vector holding ``value``."""
+    return int(value).bit_length() + 1
+
+
+def width_for(value: int, *widths: int) -> int:
+    """The term width for a result ``value`` of operands of ``widths`` (multiples of 64)."""
+    w = max(WIDTH, *widths) if widths else WIDTH
+    need = bits_of(value)
+    if need > w:
+        w = (need + 63) // 64 * 64
+    return w
+
+
+def extend(term: Any, width: int, to: int) -> Any:
+    """Sign-extend a term (or leave a plain int) from ``width`` to ``to`` bits."""
+    if width >= to or isinstance(term, int):
+        return term
+    return z3.SignExt(to - width, term)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +98,7 @@ def site_of(frame: Any) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Pin:
-    """A concretisation recorded as a path constraint (``pin_concretised``)."""
+    """A constraint on the path that is never negated (an assumption or a pinned concretisation)."""
 
     position: int  # number of branches recorded before it
     constraint: z3.BoolRef
@@ -91,11 +107,11 @@ class Pin:
 
 
 class Recorder:
-    """Collects one run's branch decisions, coverage locations and (symbolic) conditions."""
+    """Collects one run's branch decisions, coverage locations, (symbolic) conditions and counters."""
 
     __slots__ = (
         "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
-        "pins", "locations", "capped", "concretisations",
+        "pins", "locations", "capped", "concretisations", "implicit",
     )
 
     def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
@@ -109,7 +125,13 @@ class Recorder:
         self.pins: list[Pin] = []
         self.locations: list[int] = []
         self.capped = False
-        self.concretisations = 0
+        self.concretisations: Counter[str] = Counter()  # kind -> count
+        self.implicit = 0  # branches added by models (scans, bounds, end of input)
+
+    @property
+    def wants_conditions(self) -> bool:
+        """Whether a new branch's condition would be kept (symbolic and under the cap)."""
+        return self.symbolic and len(self.sites) < self.max_branches
 
     def branch(self, frame: Any, taken: bool, proxy: SymInt) -> None:
         site, not_taken_loc, taken_loc = site_of(frame)
@@ -124,14 +146,25 @@ class Recorder:
             self.conds.append(proxy.condition())
             self.deps.append(proxy.deps)
 
-    def concretised(self, proxy: SymInt) -> None:
-        self.concretisations += 1
-        if self.pin_concretised and self.symbolic and proxy.expr is not None:
+    def assume(self, constraint: z3.BoolRef, deps: int) -> None:
+        """Add a constraint the path needs (never negated), e.g. a decoded byte stays ASCII."""
+        if self.symbolic and deps:
+            self.pins.append(Pin(len(self.sites), constraint, deps, 0))
+
+    def concretised(self, proxy: SymInt | None, kind: str) -> None:
+        self.concretisations[kind] += 1
+        if (proxy is not None and self.pin_concretised and self.symbolic
+                and proxy.expr is not None):
             value = int(proxy.value)
             self.pins.append(Pin(len(self.sites), proxy.expr == value, proxy.deps, value))
 
 
 _active: Recorder | None = None
+
+
+def active() -> Recorder | None:
+    """The recorder of the run in progress, if any."""
+    return _active
 
 
 @contextmanager
@@ -143,6 +176,41 @@ def recording(recorder: Recorder) -> Iterator[Recorder]:
         yield recorder
     finally:
         _active = previous
+
+
+def note_concretised(kind: str, proxy: SymInt | None = None) -> None:
+    """Count a concretisation of ``kind`` on the active recorder (if any)."""
+    if _active is not None:
+        _active.concretised(proxy, kind)
+
+
+def decide(test: Any, frame: Any) -> bool:
+    """The truth of ``test``; a SymBool is recorded as an implicit branch at ``frame``."""
+    if isinstance(test, SymBool):
+        taken = bool(test.value)
+        if _active is not None:
+            _active.implicit += 1
+            _active.branch(frame, taken, test)
+        return taken
+    return bool(test)
+
+
+def implicit_branch(frame: Any, taken: bool, build: Callable[[], tuple[z3.BoolRef, int] | None]) -> bool:
+    """Record an implicit branch whose condition ``build()`` makes only when it is kept."""
+    rec = _active
+    if rec is None:
+        return taken
+    if rec.wants_conditions:
+        made = build()
+        if made is None:
+            return taken
+        cond, deps = made
+        test = SymBool(taken, deps, cond)
+    else:
+        test = SymBool(taken, 0, None)
+    rec.implicit += 1
+    rec.branch(frame, taken, test)
+    return taken
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,30 +225,34 @@ def _floordiv_term(x: Any, y: Any) -> z3.BitVecRef:
     return (x - _mod_term(x, y)) / y  # exact, so signed division's rounding does not matter
 
 
-def _operand(other: object) -> tuple[int, Any, int] | None:
-    """``(value, term or plain int, deps)`` of an int-like operand, else None."""
+def operand(other: object) -> tuple[int, Any, int, int] | None:
+    """``(value, term or plain int, deps, width)`` of an int-like operand, else None."""
     if isinstance(other, SymInt):
-        return other.value, other.expr, other.deps
+        return other.value, other.term(), other.deps, other.width
     if isinstance(other, int):
         value = int(other)
-        return value, value, 0
+        return value, value, 0, bits_of(value)
     return None
 
 
-class SymInt:
-    """An int with a concrete value and (in symbolic mode) a 64-bit z3 term."""
+class SymInt(int):
+    """An ``int`` (its concrete value) with, in symbolic mode, a z3 term, its width and deps."""
 
-    __slots__ = ("value", "expr", "deps")
+    def __new__(cls, value: int, expr: Any, deps: int, width: int = WIDTH) -> SymInt:
+        obj = int.__new__(cls, value)
+        obj.value = int(value)
+        obj.expr = expr
+        obj.deps = deps
+        obj.width = width
+        return obj
 
-    def __init__(self, value: int, expr: z3.BitVecRef | None, deps: int):
-        self.value = value
-        self.expr = expr
-        self.deps = deps
+    def term(self) -> Any:
+        return self.expr
 
     # -- branches and concretisation --------------------------------------------------------
 
     def condition(self) -> z3.BoolRef:
-        return self.expr != 0
+        return self.term() != 0
 
     def __bool__(self) -> bool:
         taken = self.value != 0
@@ -188,67 +260,78 @@ class SymInt:
             _active.branch(sys._getframe(1), taken, self)
         return taken
 
-    def concrete(self) -> int:
-        """The concrete value (a bool for a SymBool), noted as a concretisation."""
+    def concrete(self, kind: str = "int") -> int:
+        """The concrete value, noted as a concretisation of ``kind``."""
         if _active is not None:
-            _active.concretised(self)
+            _active.concretised(self, kind)
         return self.value
 
     def __index__(self) -> int:
-        return int(self.concrete())
+        return int(self.concrete("index"))
 
-    __int__ = __index__
+    def __int__(self) -> int:
+        return int(self.concrete("int"))  # the rewritten int() of instrumented modules keeps the term
 
     def __hash__(self) -> int:
-        return hash(self.concrete())
+        return hash(self.concrete("hash"))
 
     def __float__(self) -> float:
-        return float(self.concrete())
+        return float(self.concrete("float"))
 
     def __str__(self) -> str:
-        return str(self.concrete())
+        return str(self.concrete("str"))
 
     def __format__(self, spec: str) -> str:
-        return format(self.concrete(), spec)
+        return format(self.concrete("format"), spec)
 
     def __repr__(self) -> str:
         return repr(self.value)
 
-    def __round__(self, ndigits: int | None = None) -> int:
-        return round(self.concrete(), ndigits)
+    def __round__(self, ndigits: int | None = None) -> Any:
+        if ndigits is None or ndigits >= 0:
+            return self
+        return round(self.concrete("round"), ndigits)
 
-    def __trunc__(self) -> int:
-        return int(self.concrete())
+    def __trunc__(self) -> Any:
+        return self
 
     __floor__ = __ceil__ = __trunc__
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.concrete(), name)
-
     def __reduce__(self) -> tuple[Any, tuple[int]]:
-        return int, (int(self.value),)
+        return type(self.value), (self.value,)
+
+    def __copy__(self) -> SymInt:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> SymInt:
+        return self
+
+    def to_bytes(self, length: int = 1, byteorder: str = "big", *, signed: bool = False) -> Any:
+        from symfence.worker.concolic.models import int_to_bytes
+
+        return int_to_bytes(self, length, byteorder, signed=signed)
 
     # -- arithmetic ---------------------------------------------------------------------------
 
     def _binary(self, other: object, op: Callable[[Any, Any], Any], term: Callable[[Any, Any], Any],
                 reflected: bool = False) -> Any:
-        parsed = _operand(other)
+        parsed = operand(other)
         if parsed is None:  # floats, bytes, lists, ...: untracked
-            return op(other, self.concrete()) if reflected else op(self.concrete(), other)
-        other_value, other_term, other_deps = parsed
+            kind = f"mixed:{type(other).__name__}"
+            return op(other, self.concrete(kind)) if reflected else op(self.concrete(kind), other)
+        other_value, other_term, other_deps, other_width = parsed
         x, y = (other_value, self.value) if reflected else (self.value, other_value)
         value = op(x, y)
-        if not (_fits(value) and _fits(other_value)):
-            self.concrete()
-            if isinstance(other, SymInt):
-                other.concrete()
-            return value
         if self.expr is None:
             return SymInt(value, None, 0)
-        tx, ty = (other_term, self.expr) if reflected else (self.expr, other_term)
-        return SymInt(value, term(tx, ty), self.deps | other_deps)
+        w = width_for(value, self.width, other_width)
+        if w > MAX_WIDTH:
+            self.concrete("overflow")
+            return value
+        mine = extend(self.term(), self.width, w)
+        theirs = extend(other_term, other_width, w)
+        tx, ty = (theirs, mine) if reflected else (mine, theirs)
+        return SymInt(value, term(tx, ty), self.deps | other_deps, w)
 
     def __add__(self, o: object) -> Any: return self._binary(o, operator.add, operator.add)
     def __radd__(self, o: object) -> Any: return self._binary(o, operator.add, operator.add, True)
@@ -269,6 +352,7 @@ class SymInt:
         if isinstance(divisor, SymInt) and _active is not None:
             zero_test = divisor == 0
             if isinstance(zero_test, SymBool):
+                _active.implicit += 1
                 _active.branch(frame, bool(zero_test.value), zero_test)
         return self._binary(other, op, term, reflected)
 
@@ -295,43 +379,32 @@ class SymInt:
         return quotient, self._binary(o, operator.mod, _mod_term, True)
 
     def __truediv__(self, o: object) -> Any:
-        return self.concrete() / (o.concrete() if isinstance(o, SymInt) else o)
+        return self.concrete("truediv") / (o.concrete("truediv") if isinstance(o, SymInt) else o)
 
     def __rtruediv__(self, o: object) -> Any:
-        return o / self.concrete()
+        return o / self.concrete("truediv")
 
     def __pow__(self, o: object, mod: object = None) -> Any:
-        exponent = o.concrete() if isinstance(o, SymInt) else o
-        return pow(self.concrete(), exponent, mod)
+        exponent = o.concrete("pow") if isinstance(o, SymInt) else o
+        return pow(self.concrete("pow"), exponent, mod)
 
     def __rpow__(self, o: object, mod: object = None) -> Any:
-        return pow(o, self.concrete(), mod)
+        return pow(o, self.concrete("pow"), mod)
 
-    def _shift(self, other: object, op: Callable[[Any, Any], Any]) -> Any:
-        amount = other.concrete() if isinstance(other, SymInt) else other
-        if not isinstance(amount, int):
-            return op(self.concrete(), amount)
-        value = op(self.value, amount)  # raises ValueError for a negative amount, like int
-        if not _fits(value):
-            self.concrete()
-            return value
-        if self.expr is None:
-            return SymInt(value, None, 0)
-        return SymInt(value, op(self.expr, min(int(amount), WIDTH)), self.deps)
-
-    def __lshift__(self, o: object) -> Any: return self._shift(o, operator.lshift)
-    def __rshift__(self, o: object) -> Any: return self._shift(o, operator.rshift)  # arithmetic
-    def __rlshift__(self, o: object) -> Any: return o << self.concrete()
-    def __rrshift__(self, o: object) -> Any: return o >> self.concrete()
+    def __lshift__(self, o: object) -> Any: return shift(self, o, True, sys._getframe(1))
+    def __rshift__(self, o: object) -> Any: return shift(self, o, False, sys._getframe(1))
+    def __rlshift__(self, o: object) -> Any: return shift(o, self, True, sys._getframe(1))
+    def __rrshift__(self, o: object) -> Any: return shift(o, self, False, sys._getframe(1))
 
     def _unary(self, op: Callable[[Any], Any], term: Callable[[Any], Any]) -> Any:
         value = op(self.value)
-        if not _fits(value):
-            self.concrete()
-            return value
         if self.expr is None:
             return SymInt(value, None, 0)
-        return SymInt(value, term(self.expr), self.deps)
+        w = width_for(value, self.width)
+        if w > MAX_WIDTH:
+            self.concrete("overflow")
+            return value
+        return SymInt(value, term(extend(self.term(), self.width, w)), self.deps, w)
 
     def __neg__(self) -> Any: return self._unary(operator.neg, operator.neg)
     def __invert__(self) -> Any: return self._unary(operator.invert, operator.invert)
@@ -344,14 +417,24 @@ class SymInt:
 
     def _compare(self, other: object, op: Callable[[Any, Any], bool],
                  term: Callable[[Any, Any], Any]) -> Any:
-        parsed = _operand(other)
-        if parsed is None or not _fits(parsed[0]):
-            return op(self.concrete(), other)
-        other_value, other_term, other_deps = parsed
+        parsed = operand(other)
+        if parsed is None:
+            if op is operator.eq or op is operator.ne:  # 5 == "5" is just False: no concretisation
+                return op(self.value, other)
+            return op(self.concrete(f"mixed:{type(other).__name__}"), other)
+        other_value, other_term, other_deps, other_width = parsed
         value = op(self.value, other_value)
         if self.expr is None:
-            return SymBool(value, None, 0, None)
-        return SymBool(value, None, self.deps | other_deps, term(self.expr, other_term))
+            return SymBool(value, 0, None)
+        w = max(self.width, other_width, WIDTH)
+        if w > MAX_WIDTH:
+            self.concrete("overflow")
+            return value
+        if w % 64:
+            w = (w + 63) // 64 * 64
+        mine = extend(self.term(), self.width, w)
+        theirs = extend(other_term, other_width, w)
+        return SymBool(value, self.deps | other_deps, term(mine, theirs))
 
     def __eq__(self, o: object) -> Any: return self._compare(o, operator.eq, operator.eq)  # type: ignore[override]
     def __ne__(self, o: object) -> Any: return self._compare(o, operator.ne, operator.ne)  # type: ignore[override]
@@ -361,28 +444,83 @@ class SymInt:
     def __ge__(self, o: object) -> Any: return self._compare(o, operator.ge, operator.ge)
 
 
-_ONE = None  # z3 constants, built on first use (z3 terms belong to a context)
-_ZERO = None
+def _count_int_method(name: str) -> Callable[..., Any]:
+    method = getattr(int, name)
+
+    def wrapper(self: SymInt, *args: Any, **kwargs: Any) -> Any:
+        return method(self.concrete(f"int.{name}"), *args, **kwargs)
+
+    wrapper.__name__ = name
+    return wrapper
+
+
+for _name in ("bit_length", "bit_count", "as_integer_ratio", "conjugate", "is_integer"):
+    if hasattr(int, _name):
+        setattr(SymInt, _name, _count_int_method(_name))
+
+
+def shift(a: Any, b: Any, left: bool, frame: Any) -> Any:
+    """``a << b`` / ``a >> b`` where either may be a SymInt; a symbolic amount stays symbolic."""
+    pa, pb = operand(a), operand(b)
+    if pa is None or pb is None:  # e.g. a float: the usual TypeError, or a custom type
+        a = a.concrete("shift") if isinstance(a, SymInt) else a
+        b = b.concrete("shift") if isinstance(b, SymInt) else b
+        return a << b if left else a >> b
+    (av, at, ad, aw), (bv, bt, bd, bw) = pa, pb
+    if isinstance(b, SymInt):
+        implicit_branch(frame, bv < 0, lambda: (bt < 0, bd) if bd else None)
+    value = av << bv if left else av >> bv  # ValueError for a negative amount, like int
+    if (not isinstance(a, SymInt) or a.expr is None) and (not isinstance(b, SymInt) or b.expr is None):
+        return SymInt(value, None, 0)
+    w = width_for(value, aw, WIDTH)
+    if w > MAX_WIDTH:
+        note_concretised("overflow")
+        return value
+    ta = extend(at, aw, w)
+    if isinstance(ta, int):
+        ta = z3.BitVecVal(ta, w)
+    tb = extend(bt, bw, w)
+    if isinstance(tb, int):
+        tb = min(tb, w)
+    return SymInt(value, ta << tb if left else ta >> tb, ad | bd, w)
+
+
+_ONE: dict[int, Any] = {}
 
 
 def _bool_to_int(cond: z3.BoolRef) -> z3.BitVecRef:
-    global _ONE, _ZERO
-    if _ONE is None:
-        _ONE, _ZERO = z3.BitVecVal(1, WIDTH), z3.BitVecVal(0, WIDTH)
-    return z3.If(cond, _ONE, _ZERO)
+    if not _ONE:
+        _ONE[0], _ONE[1] = z3.BitVecVal(0, WIDTH), z3.BitVecVal(1, WIDTH)
+    return z3.If(cond, _ONE[1], _ONE[0])
 
 
 class SymBool(SymInt):
-    """The result of a comparison: a symbolic 0/1 int whose ``bool()`` is a branch."""
+    """The result of a comparison: a symbolic 0/1 int whose ``bool()`` is a branch.
 
-    __slots__ = ("cond",)
+    ``repr``/``str`` say ``True``/``False``; pickling gives a bool. (No Python type can
+    subclass ``bool``; instrumented modules see ``isinstance(x, bool)`` true for it, and a
+    comparison used as a value there is decided on the spot, see ``instrument``.)
+    """
 
-    def __init__(self, value: bool, expr: z3.BitVecRef | None, deps: int,
-                 cond: z3.BoolRef | None):
-        super().__init__(value, expr, deps)
-        self.cond = cond
-        if cond is not None and expr is None:
-            self.expr = _bool_to_int(cond)
+    def __new__(cls, value: bool, deps: int, cond: z3.BoolRef | None) -> SymBool:
+        obj = int.__new__(cls, bool(value))
+        obj.value = bool(value)
+        obj.deps = deps
+        obj.cond = cond
+        obj.width = WIDTH
+        obj._expr = None
+        return obj
+
+    @property
+    def expr(self) -> Any:  # type: ignore[override]
+        if self.cond is None:
+            return None
+        if self._expr is None:
+            self._expr = _bool_to_int(self.cond)
+        return self._expr
+
+    def term(self) -> Any:
+        return self.expr
 
     def condition(self) -> z3.BoolRef:
         return self.cond
@@ -393,18 +531,21 @@ class SymBool(SymInt):
             _active.branch(sys._getframe(1), taken, self)
         return taken
 
+    def __str__(self) -> str:
+        return str(self.concrete("str"))
+
     def _logic(self, other: object, op: Callable[[Any, Any], Any],
                term: Callable[[Any, Any], Any]) -> Any:
         if isinstance(other, SymBool):
             value = op(bool(self.value), bool(other.value))
-            if self.cond is None:
-                return SymBool(value, None, 0, None)
-            return SymBool(value, None, self.deps | other.deps, term(self.cond, other.cond))
+            if self.cond is None or other.cond is None:
+                return SymBool(value, 0, None)
+            return SymBool(value, self.deps | other.deps, term(self.cond, other.cond))
         if isinstance(other, bool):
             value = op(bool(self.value), other)
             if self.cond is None:
-                return SymBool(value, None, 0, None)
-            return SymBool(value, None, self.deps, term(self.cond, z3.BoolVal(other)))
+                return SymBool(value, 0, None)
+            return SymBool(value, self.deps, term(self.cond, z3.BoolVal(other)))
         return None
 
     def __and__(self, o: object) -> Any:
@@ -425,39 +566,39 @@ class SymBool(SymInt):
 
     __rxor__ = __xor__
 
+    def __invert__(self) -> Any:
+        return SymInt.__invert__(self)
+
     def negated(self) -> SymBool:
         if self.cond is None:
-            return SymBool(not self.value, None, 0, None)
-        return SymBool(not self.value, None, self.deps, z3.Not(self.cond))
+            return SymBool(not self.value, 0, None)
+        return SymBool(not self.value, self.deps, z3.Not(self.cond))
 
     def as_int(self) -> SymInt:
         return SymInt(int(self.value), self.expr, self.deps)
 
 
-# ---------------------------------------------------------------------------------------------
-# Symbolic bytes
-
-
-def _value(x: Any) -> int:
+def value_of(x: Any) -> Any:
+    """The concrete value of a proxy (no concretisation is counted), else ``x``."""
     return x.value if isinstance(x, SymInt) else x
 
 
-def _any_true(tests: list[Any], value: bool) -> Any:
+def any_true(tests: list[Any], value: bool) -> Any:
     """OR of item-wise tests: plain if decided concretely, else a SymBool over the symbolic ones."""
     symbolic = [t for t in tests if isinstance(t, SymBool)]
     if any(t is True for t in tests) or not symbolic:
         return value
-    if symbolic[0].cond is None:
-        return SymBool(value, None, 0, None)
+    if any(t.cond is None for t in symbolic):
+        return SymBool(value, 0, None)
     deps = 0
     for t in symbolic:
         deps |= t.deps
     cond = z3.Or(*[t.cond for t in symbolic]) if len(symbolic) > 1 else symbolic[0].cond
-    return SymBool(value, None, deps, cond)
+    return SymBool(value, deps, cond)
 
 
-def _all_equal(left: list[Any], right: list[Any]) -> Any:
-    """``left == right`` item-wise: a plain bool if decided concretely, else a SymBool."""
+def all_equal(left: list[Any], right: list[Any]) -> Any:
+    """``left == right`` item-wise (same length): a plain bool if decided concretely, else a SymBool."""
     pairs = []
     for a, b in zip(left, right):
         if isinstance(a, SymInt) or isinstance(b, SymInt):
@@ -466,231 +607,66 @@ def _all_equal(left: list[Any], right: list[Any]) -> Any:
             return False
     if not pairs:
         return True
-    value = all(a.value == _value(b) for a, b in pairs)
-    if pairs[0][0].expr is None:
-        return SymBool(value, None, 0, None)
+    value = all(a.value == value_of(b) for a, b in pairs)
+    if any(a.expr is None or (isinstance(b, SymInt) and b.expr is None) for a, b in pairs):
+        return SymBool(value, 0, None)
     deps = 0
     conds = []
     for a, b in pairs:
-        conds.append(a.expr == (b.expr if isinstance(b, SymInt) else b))
-        deps |= a.deps | (b.deps if isinstance(b, SymInt) else 0)
-    return SymBool(value, None, deps, z3.And(*conds) if len(conds) > 1 else conds[0])
-
-
-def _items_of(other: object) -> list[Any] | None:
-    if isinstance(other, SymBytes):
-        return other._items
-    if isinstance(other, (bytes, bytearray, memoryview)):
-        return list(bytes(other))
-    return None
-
-
-def _min(a: Any, b: Any) -> Any:
-    """``min(a, b)`` for ints and SymInts, symbolic if either is."""
-    if not (isinstance(a, SymInt) or isinstance(b, SymInt)):
-        return min(a, b)
-    value = min(_value(a), _value(b))
-    sym = a if isinstance(a, SymInt) else b
-    if sym.expr is None:
-        return SymInt(value, None, 0)
-    ta = a.expr if isinstance(a, SymInt) else a
-    tb = b.expr if isinstance(b, SymInt) else b
-    deps = (a.deps if isinstance(a, SymInt) else 0) | (b.deps if isinstance(b, SymInt) else 0)
-    return SymInt(value, z3.If(ta <= tb, ta, tb), deps)
-
-
-def _length_of(data: SymBytes) -> Any:
-    return data._len if data._len is not None else len(data._items)
-
-
-class SymBytes(bytes):
-    """Real ``bytes`` (the concrete input) whose indexing, iteration and comparisons are symbolic.
-
-    ``len()`` is concrete; ``sym_len`` (used by instrumented targets) gives the tracked length.
-    """
-
-    _items: list[Any]
-    _len: SymInt | None
-
-    def __new__(cls, concrete: bytes, items: list[Any], length: SymInt | None = None) -> SymBytes:
-        obj = super().__new__(cls, concrete)
-        obj._items = items
-        obj._len = length
-        return obj
-
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
-        return bytes, (bytes(memoryview(self)),)
-
-    def __bytes__(self) -> bytes:
-        for item in self._items:
-            if isinstance(item, SymInt):
-                item.concrete()
-        return bytes(memoryview(self))
-
-    def __hash__(self) -> int:
-        return hash(self.__bytes__())
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            return self._slice(key)
-        if isinstance(key, SymInt):
-            key = key.concrete()
-        if not isinstance(key, int):
-            return bytes.__getitem__(self, key)  # raises the usual TypeError
-        try:
-            return self._items[key]
-        except IndexError:
-            raise IndexError("index out of range") from None
-
-    def _slice(self, key: slice) -> SymBytes:
-        start, stop, step = key.start, key.stop, key.step
-        c_start = start.concrete() if isinstance(start, SymInt) else start
-        c_stop = stop.concrete() if isinstance(stop, SymInt) else stop
-        c_step = step.concrete() if isinstance(step, SymInt) else step
-        concrete_key = slice(c_start, c_stop, c_step)
-        concrete = bytes.__getitem__(self, concrete_key)
-        return SymBytes(concrete, self._items[concrete_key],
-                        self._slice_length(start, stop, c_start, c_stop, c_step))
-
-    def _slice_length(self, start: Any, stop: Any, c_start: Any, c_stop: Any, c_step: Any) -> Any:
-        """Symbolic length ``min(stop, len) - start`` of a forward step-1 slice, else None."""
-        if c_step not in (None, 1) or (c_start is not None and c_start < 0):
-            return None
-        if c_stop is not None and c_stop < 0:
-            return None
-        length = _length_of(self)
-        end = length if c_stop is None else _min(stop, length)
-        if c_start is None:
-            start = 0
-        if _value(start) > _value(end):
-            return None
-        result = end - start
-        return result if isinstance(result, SymInt) else None
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._items)
-
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
-        items = _items_of(other)
-        if items is None:
-            return NotImplemented
-        if len(items) != len(self._items):
+        test = a == b
+        if isinstance(test, SymBool):
+            conds.append(test.cond)
+            deps |= test.deps
+        elif not test:
             return False
-        return _all_equal(self._items, items)
-
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
-        result = self.__eq__(other)
-        if isinstance(result, SymBool):
-            return result.negated()
-        return result if result is NotImplemented else not result
-
-    def startswith(self, prefix: Any, *bounds: Any) -> Any:  # type: ignore[override]
-        if bounds or _items_of(prefix) is None:
-            return bytes.startswith(self, prefix, *bounds)
-        items = _items_of(prefix)
-        if len(items) > len(self._items):
-            return False
-        return _all_equal(self._items[: len(items)], items)
-
-    def endswith(self, suffix: Any, *bounds: Any) -> Any:  # type: ignore[override]
-        if bounds or _items_of(suffix) is None:
-            return bytes.endswith(self, suffix, *bounds)
-        items = _items_of(suffix)
-        if len(items) > len(self._items):
-            return False
-        return _all_equal(self._items[len(self._items) - len(items):], items)
-
-    def __contains__(self, needle: object) -> Any:
-        if not isinstance(needle, (int, SymInt)):
-            return bytes.__contains__(self, needle)  # type: ignore[operator]
-        value = bytes.__contains__(self, _value(needle))  # ValueError outside range(256)
-        return _any_true([_all_equal([item], [needle]) for item in self._items], value)
-
-    def __add__(self, other: Any) -> Any:
-        items = _items_of(other)
-        if items is None:
-            return bytes.__add__(self, other)
-        length = _length_of(self) + (_length_of(other) if isinstance(other, SymBytes) else len(items))
-        return SymBytes(bytes(memoryview(self)) + bytes(memoryview(other)), self._items + items,
-                        length if isinstance(length, SymInt) else None)
-
-    def __radd__(self, other: Any) -> Any:
-        items = _items_of(other)
-        if items is None:
-            return NotImplemented
-        length = len(items) + _length_of(self)
-        return SymBytes(bytes(memoryview(other)) + bytes(memoryview(self)), items + self._items,
-                        length if isinstance(length, SymInt) else None)
+    if not conds:
+        return True
+    return SymBool(value, deps, z3.And(*conds) if len(conds) > 1 else conds[0])
 
 
-@dataclass(frozen=True)
-class InputVariables:
-    """The z3 variables of one symbolic input: one 8-bit variable per byte and the length."""
-
-    byte_vars: tuple[z3.BitVecRef, ...]
-    length: z3.BitVecRef
-
-
-def make_input(data: bytes, *, symbolic: bool) -> tuple[SymBytes, InputVariables | None]:
-    """Wrap ``data`` as the root ``SymBytes`` of a run (with its variables when symbolic)."""
-    n = len(data)
-    if not symbolic:
-        items: list[Any] = [SymInt(b, None, 0) for b in data]
-        return SymBytes(data, items, SymInt(n, None, 0)), None
-    byte_vars = tuple(z3.BitVec(f"b{j}", 8) for j in range(n))
-    items = [SymInt(b, z3.ZeroExt(WIDTH - 8, var), 1 << (j + 1))
-             for j, (b, var) in enumerate(zip(data, byte_vars))]
-    length = z3.BitVec("len", WIDTH)
-    root = SymBytes(data, items, SymInt(n, length, LENGTH_BIT))
-    return root, InputVariables(byte_vars, length)
-
-
-# ---------------------------------------------------------------------------------------------
-# Replacements the instrumenter substitutes for builtins in target modules
-
-
-def sym_len(obj: Any) -> Any:
-    """``len(obj)``, symbolic for a ``SymBytes`` whose length is tracked."""
-    if isinstance(obj, SymBytes) and obj._len is not None:
-        return obj._len
-    return len(obj)
-
-
-def sym_int(*args: Any, **kwargs: Any) -> Any:
-    """``int(...)`` that keeps a lone symbolic argument symbolic."""
-    if len(args) == 1 and not kwargs and isinstance(args[0], SymInt):
-        value = args[0]
-        return value.as_int() if isinstance(value, SymBool) else value
-    return int(*args, **kwargs)
-
-
-def sym_from_bytes(data: Any, byteorder: str = "big", *, signed: bool = False) -> Any:
-    """``int.from_bytes`` that stays symbolic for symbolic bytes (up to 7 bytes, 8 if signed)."""
-    if isinstance(data, SymBytes):
-        items = data._items
-    elif isinstance(data, (list, tuple)) and any(isinstance(x, SymInt) for x in data):
-        items = list(data)
-    else:
-        return int.from_bytes(data, byteorder, signed=signed)
-    plain = bytes(x.value if isinstance(x, SymInt) else x for x in items)  # ValueError if > 255
-    value = int.from_bytes(plain, byteorder, signed=signed)
-    symbolic = [x for x in items if isinstance(x, SymInt)]
-    if not symbolic:
+def in_ranges(item: Any, ranges: list[tuple[int, int]], value: bool) -> Any:
+    """Whether int-like ``item`` lies in one of the closed ``ranges``: a SymBool if symbolic."""
+    if not isinstance(item, SymInt):
         return value
-    bits = 8 * len(items)
-    if bits > (WIDTH if signed else WIDTH - 1):
-        for x in symbolic:
-            x.concrete()
-        return value
-    if symbolic[0].expr is None:
+    if item.expr is None:
+        return SymBool(value, 0, None)
+    t = item.term()
+    parts = [t == lo if lo == hi else z3.And(t >= lo, t <= hi) for lo, hi in ranges]
+    if not parts:
+        return False
+    return SymBool(value, item.deps, z3.Or(*parts) if len(parts) > 1 else parts[0])
+
+
+def ranges_of(values: Any) -> list[tuple[int, int]]:
+    """Sorted closed intervals covering a set of ints."""
+    out: list[tuple[int, int]] = []
+    for v in sorted(set(values)):
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
+
+
+def select(index: Any, terms: list[Any], values: list[int]) -> SymInt:
+    """``values[index]`` for a symbolic in-range ``index``, as an If chain over ``terms``."""
+    value = values[index.value]
+    if index.expr is None:
         return SymInt(value, None, 0)
-    parts = [z3.Extract(7, 0, x.expr) if isinstance(x, SymInt) else z3.BitVecVal(x, 8)
-             for x in items]
-    if byteorder == "little":
-        parts.reverse()
-    joined = z3.Concat(*parts) if len(parts) > 1 else parts[0]
-    extend = z3.SignExt if signed else z3.ZeroExt
-    deps = 0
-    for x in symbolic:
-        deps |= x.deps
-    return SymInt(value, extend(WIDTH - bits, joined), deps)
+    n = len(values)
+    w = width_for(0, *(bits_of(v) for v in values), *(t.width for t in terms if isinstance(t, SymInt)))
+    deps = index.deps
+    it = index.term()
+    chain: Any = None
+    for j in reversed(range(n)):
+        t = terms[j]
+        if isinstance(t, SymInt):
+            deps |= t.deps
+            tj = extend(t.term(), t.width, w)
+        else:
+            tj = z3.BitVecVal(t, w)
+        if chain is None:
+            chain = tj
+        else:
+            chain = z3.If(z3.Or(it == j, it == j - n), tj, chain)
+    return SymInt(value, chain, deps, w)

@@ -235,6 +235,8 @@ class ConcolicExecutor:
         elif kind == "candidate":
             run.phase = _Phase.ENGINE
             run.candidates.append(message[1])
+        elif kind == "confirming":  # findings replayed on the plain target (engine.py)
+            run.phase = _Phase.ENGINE
         elif kind == "done":
             return message[1]
         return None  # "ready" and anything unknown

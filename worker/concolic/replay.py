@@ -1,0 +1,90 @@
+"""Confirms a crash or hang on the plain target (no proxies, no rewrite) in a fresh interpreter.
+
+A finding becomes a finding only if the uninstrumented target, imported normally by a new
+``python`` process with the same ``sys.path``, crashes (any exception, or the process dies)
+or exceeds the time limit on the same input. The child is a few lines run with ``-c`` (it
+imports neither symfence nor z3); the input goes through stdin, the verdict comes back as the
+exit status, the plain traceback on stderr.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+_OK, _CRASH, _HANG, _LOAD = 0, 10, 11, 12
+
+_CHILD = r"""
+import importlib, signal, sys, traceback
+spec, timeout = sys.argv[1], float(sys.argv[2])
+data = sys.stdin.buffer.read()
+module_name, _, function_name = spec.partition(":")
+try:
+    target = getattr(importlib.import_module(module_name), function_name)
+except BaseException:
+    traceback.print_exc()
+    sys.exit(12)
+class Timeout(BaseException):
+    pass
+def alarm(signum, frame):
+    raise Timeout()
+signal.signal(signal.SIGALRM, alarm)
+signal.setitimer(signal.ITIMER_REAL, timeout, 0.1)
+try:
+    target(data)
+except Timeout:
+    sys.exit(11)
+except BaseException:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    traceback.print_exc()
+    sys.stderr.flush()
+    sys.exit(10)
+signal.setitimer(signal.ITIMER_REAL, 0)
+sys.exit(0)
+"""
+
+
+class Verdict(enum.Enum):
+    """What the plain target did with the input."""
+
+    CRASHED = "crashed"
+    HUNG = "hung"
+    RAN_FINE = "ran_fine"
+    UNKNOWN = "unknown"  # the replay itself failed (target not importable plainly, no python)
+
+
+@dataclass(frozen=True)
+class Replay:
+    verdict: Verdict
+    detail: str  # the plain traceback for a crash, else a short reason
+
+
+def replay_plain(target: str, data: bytes, timeout_s: float, *, python: str | None = None) -> Replay:
+    """Run ``target`` (``module:function``) on ``data`` in a fresh interpreter, without the engine."""
+    env = dict(os.environ)
+    paths = [p if p else os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.pop("PYTHONSTARTUP", None)
+    try:
+        proc = subprocess.run([python or sys.executable, "-c", _CHILD, target, repr(float(timeout_s))],
+                              input=data, capture_output=True, env=env,
+                              timeout=timeout_s + 30.0, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return Replay(Verdict.HUNG, f"plain replay exceeded {timeout_s + 30.0:g} s")
+    except OSError as exc:
+        return Replay(Verdict.UNKNOWN, f"cannot start the plain replay: {exc}")
+    stderr = proc.stderr.decode("utf-8", "replace")
+    code = proc.returncode
+    if code == _OK:
+        return Replay(Verdict.RAN_FINE, "")
+    if code == _HANG:
+        return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s")
+    if code == _LOAD:
+        return Replay(Verdict.UNKNOWN, "plain import failed: " + stderr[-500:])
+    if code == _CRASH:
+        return Replay(Verdict.CRASHED, stderr)
+    how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    return Replay(Verdict.CRASHED, f"target process {how}\n{stderr[-2000:]}")
