@@ -265,7 +265,7 @@ class _Search:
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
                 next_pin += 1
             path, flipped = (cond, z3.Not(cond)) if taken else (z3.Not(cond), cond)
-            if i >= task.bound:
+            if i >= task.bound or i in rec.ends:  # the input may always grow (memo: once per prefix)
                 if len(self.candidates) + len(self.pending) >= opts.max_candidates:
                     self.stats["candidate_cap_hits"] += 1
                     return
@@ -274,16 +274,20 @@ class _Search:
                     return
                 key = (prefix_hash, site, taken)
                 solved_by = self.memo.get(key)
-                if solved_by is not None and solved_by != task.work_id:
+                if solved_by is not None and solved_by != task.work_id and i not in rec.ends:
                     self.stats["memo_skips"] += 1
                 else:
                     child = self._solve(groups, flipped, mask, run.variables, key)
                     if child is not None and child not in produced:
                         produced.add(child)
-                        self._replay(child, i, site, not taken)
+                        self._replay(child, i, site, not taken, i in rec.ends)
                     elif child is not None:
                         self.stats["duplicates"] += 1
-            groups.add(path, mask)
+            if i not in rec.ends:
+                # An end-of-input branch (``len > n`` false) is negated itself but kept out of
+                # the prefix: later conditions that need a longer input (a slice compared past
+                # the end, the line a scan would read) carry their own length terms.
+                groups.add(path, mask)
             prefix_hash = hash((prefix_hash, site, taken))
 
     def _check(self, solver: z3.Solver, extra: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
@@ -336,16 +340,22 @@ class _Search:
         child.extend(bytes(new_length - len(child)))
         for index in _mask_indices(mask):
             if index < new_length:
-                value = model[variables.byte_vars[index]]
+                var = (variables.byte_vars[index] if index < len(variables.byte_vars)
+                       else z3.BitVec(f"b{index}", 8))  # a byte past the parent's end
+                value = model[var]
                 if value is not None:
                     child[index] = value.as_long()
         return bytes(child)
 
-    def _replay(self, child: bytes, index: int, site: int, direction: bool) -> None:
-        bound = index + 1
+    def _replay(self, child: bytes, index: int, site: int, direction: bool, grows: bool) -> None:
+        # A child that grew past an end-of-input branch meets that branch again at the same
+        # index (at its new length): its bound leaves it negatable, so the input can keep growing.
+        bound = index if grows else index + 1
         self.progress.executing(child, bound, False)
         run = self._execute(child, symbolic=False)
-        if not run.took(index, site, direction):
+        if grows:
+            self.stats["input_growths"] += 1
+        elif not run.took(index, site, direction):
             self.stats["divergences"] += 1
         candidate = CandidateOut(data=child, trace=run.trace, kind=run.kind, bound=bound,
                                  detail=run.detail)

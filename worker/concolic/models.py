@@ -37,6 +37,7 @@ from symfence.worker.concolic.symbolic import (
     in_ranges,
     note_concretised,
     ranges_of,
+    extend,
     select,
     value_of,
     width_for,
@@ -70,12 +71,15 @@ def make_input(data: bytes, *, symbolic: bool) -> tuple[SymBytes, InputVariables
     n = len(data)
     if not symbolic:
         items: list[Any] = [SymInt(b, None, 0) for b in data]
-        return SymBytes(data, items, SymInt(n, None, 0), True), None
+        root = SymBytes(data, items, SymInt(n, None, 0), True)
+        root._base = 0
+        return root, None
     byte_vars = tuple(z3.BitVec(f"b{j}", 8) for j in range(n))
     items = [SymInt(b, z3.ZeroExt(WIDTH - 8, var), 1 << (j + 1))
              for j, (b, var) in enumerate(zip(data, byte_vars))]
     length = z3.BitVec("len", WIDTH)
     root = SymBytes(data, items, SymInt(n, length, LENGTH_BIT), True)
+    root._base = 0
     return root, InputVariables(byte_vars, length)
 
 
@@ -195,11 +199,43 @@ def sym_from_bytes(data: Any, byteorder: str = "big", *, signed: bool = False) -
     """``int.from_bytes`` that stays symbolic for symbolic bytes of any width (up to MAX_WIDTH)."""
     if isinstance(data, SymBytes):
         items = data._items
+        grown = _from_grown_slice(data, byteorder, signed)
+        if grown is not None:
+            return grown
     elif isinstance(data, (list, tuple)) and any(isinstance(x, SymInt) for x in data):
         items = list(data)
     else:
         return int.from_bytes(data, byteorder, signed=signed)
     return from_items(items, byteorder, signed)
+
+
+def _from_grown_slice(data: SymBytes, byteorder: str, signed: bool) -> Any:
+    """``int.from_bytes`` of a slice past the end (``data[:16]`` of a short input): an If chain
+    over the slice's possible lengths, the missing bytes being those of a longer input."""
+    cap, length = data._cap, data._len
+    n = len(data._items)
+    if cap is None or cap <= n or cap > 64 or not isinstance(length, SymInt) or length.expr is None:
+        return None
+    phantoms = data._phantoms(n, cap - n)
+    if phantoms is None:
+        return None
+    current = from_items(data._items, byteorder, signed)
+    if isinstance(current, SymInt) and current.expr is None:
+        return None
+    if isinstance(current, SymInt):
+        w = width_for(0, 8 * cap + 1, current.width)
+        chain = extend(current.term(), current.width, w)
+        deps = current.deps | length.deps
+    else:
+        w = width_for(current, 8 * cap + 1)
+        chain, deps = z3.BitVecVal(current, w), length.deps
+    lt = length.term()
+    for k in range(n + 1, cap + 1):
+        longer = from_items(data._items + phantoms[: k - n], byteorder, signed)
+        if isinstance(longer, SymInt) and longer.expr is not None:
+            chain = z3.If(lt == k, extend(longer.term(), longer.width, w), chain)
+            deps |= longer.deps
+    return SymInt(value_of(current), chain, deps, w)
 
 
 def from_items(items: list[Any], byteorder: str, signed: bool) -> Any:
@@ -246,12 +282,12 @@ def int_to_bytes(x: SymInt, length: Any = 1, byteorder: str = "big", *, signed: 
 # Tables and membership
 
 
-_CACHE: dict[int, tuple[Any, Any, Any]] = {}  # id -> (container, snapshot, derived)
+_CACHE: dict[tuple[int, Any], tuple[Any, Any, Any]] = {}  # -> (container, snapshot, derived)
 _CACHE_LIMIT = 4096
 
 
 def _cached(container: Any, make: Callable[[], Any]) -> Any:
-    key = id(container)
+    key = (id(container), make.__code__)  # one entry per container and derivation
     hit = _CACHE.get(key)
     mutable = isinstance(container, (list, set, dict, bytearray))
     if hit is not None and hit[0] is container:
@@ -306,7 +342,11 @@ def _table_lookup(container: Any, key: SymInt, frame: Any) -> Any:
             note_concretised("table_index")
         return container[v]
     values = _cached(container, lambda: _int_values(container))
-    if values is None:  # a table of objects: decide the index (negated: another entry)
+    if values is None:
+        texts = _cached(container, lambda: _text_table(container))
+        if texts is not None:
+            return _text_lookup(container, texts, key, frame)
+        # a table of objects: decide the index (negated: another entry)
         implicit_branch(frame, True, lambda: (key.term() == v, key.deps) if key.expr is not None else None)
         return container[v]
     if key.expr is None:
@@ -322,13 +362,56 @@ def _table_lookup(container: Any, key: SymInt, frame: Any) -> Any:
 
 
 _ARRAYS: dict[int, tuple[Any, Any, int]] = {}
+_TEXT_LIMIT = 16  # longest str/bytes entry of a table modelled item by item
+
+
+def _text_table(container: Any) -> tuple[type, list[list[int]]] | None:
+    """(str or bytes, code units of each entry) of a table of short strings, else None."""
+    if isinstance(container, (str, bytes, bytearray, range)) or not container:
+        return None
+    kind = type(container[0])
+    if kind not in (str, bytes):
+        return None
+    units = []
+    for entry in container:
+        if type(entry) is not kind or len(entry) > _TEXT_LIMIT:
+            return None
+        units.append([ord(c) for c in entry] if kind is str else list(entry))
+    return kind, units
+
+
+def _text_lookup(container: Any, texts: tuple[type, list[list[int]]], key: SymInt, frame: Any) -> Any:
+    """``TABLE[key]`` for a table of short strings: the entry's length is decided (a branch on
+    which entries have it), its characters are array selects over the entries of that length."""
+    kind, units = texts
+    v = key.value
+    length = len(units[v])
+    same = [j for j, u in enumerate(units) if len(u) == length]
+    n = len(units)
+    if len(same) < n:
+        ranges = ranges_of(same)
+        implicit_branch(frame, True, lambda: (
+            (lambda t: (t.cond, t.deps))(in_ranges(SymInt(v, z3.If(key.term() < 0, key.term() + n, key.term()),
+                                                          key.deps, key.width), ranges, True))
+            if key.expr is not None else None))
+    items: list[Any] = []
+    for pos in range(length):
+        column = [u[pos] if len(u) == length else 0 for u in units]
+        if key.expr is None:
+            items.append(SymInt(column[v], None, 0))
+        else:
+            array, w = _cached_array(("text", id(container), length, pos), column)
+            it = key.term()
+            items.append(SymInt(column[v], z3.Select(array, z3.If(it < 0, it + n, it)), key.deps, w))
+    if kind is str:
+        return SymStr(container[v], items, None, False)
+    return SymBytes(container[v], items, None, False)
 
 
 def _cached_array(container: Any, values: list[int]) -> tuple[Any, int]:
-    key = id(container)
+    key = container if isinstance(container, tuple) and container and container[0] == "text" else id(container)
     hit = _ARRAYS.get(key)
-    if hit is not None and hit[0] is container and (not isinstance(container, (list, bytearray))
-                                                   or hit[3] == tuple(values)):
+    if hit is not None and (hit[0] is container or hit[0] == container) and hit[3] == tuple(values):
         return hit[1], hit[2]
     w = width_for(0, *(v.bit_length() + 1 for v in values)) if values else WIDTH
     array = z3.K(z3.BitVecSort(WIDTH), z3.BitVecVal(0, w))

@@ -111,7 +111,7 @@ class Recorder:
 
     __slots__ = (
         "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
-        "pins", "locations", "capped", "concretisations", "implicit",
+        "pins", "locations", "capped", "concretisations", "implicit", "ends",
     )
 
     def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
@@ -127,14 +127,23 @@ class Recorder:
         self.capped = False
         self.concretisations: Counter[str] = Counter()  # kind -> count
         self.implicit = 0  # branches added by models (scans, bounds, end of input)
+        self.ends: set[int] = set()  # indices of end-of-input branches (``len > n``)
 
     @property
     def wants_conditions(self) -> bool:
         """Whether a new branch's condition would be kept (symbolic and under the cap)."""
         return self.symbolic and len(self.sites) < self.max_branches
 
-    def branch(self, frame: Any, taken: bool, proxy: SymInt) -> None:
+    def branch(self, frame: Any, taken: bool, proxy: SymInt, end_of_input: int = -1) -> None:
         site, not_taken_loc, taken_loc = site_of(frame)
+        if end_of_input >= 0:
+            # A different site per input length (bucketed): reaching the end at another length
+            # is another path, so a longer input shows as new coverage and is kept.
+            n = end_of_input if end_of_input < 8 else 8 + end_of_input.bit_length()
+            salt = _mix(site + 0x10000 * (n + 1), 0)
+            site, not_taken_loc, taken_loc = salt, _mix(salt, 0), _mix(salt, 1)
+            if len(self.sites) < self.max_branches:
+                self.ends.add(len(self.sites))
         if len(self.locations) < _MAX_LOCATIONS:
             self.locations.append(taken_loc if taken else not_taken_loc)
         if len(self.sites) >= self.max_branches:
@@ -195,8 +204,12 @@ def decide(test: Any, frame: Any) -> bool:
     return bool(test)
 
 
-def implicit_branch(frame: Any, taken: bool, build: Callable[[], tuple[z3.BoolRef, int] | None]) -> bool:
-    """Record an implicit branch whose condition ``build()`` makes only when it is kept."""
+def implicit_branch(frame: Any, taken: bool, build: Callable[[], tuple[z3.BoolRef, int] | None],
+                    end_of_input: int = -1) -> bool:
+    """Record an implicit branch whose condition ``build()`` makes only when it is kept.
+
+    ``end_of_input`` (the length reached) marks a ``len > n`` branch (see ``Recorder.branch``).
+    """
     rec = _active
     if rec is None:
         return taken
@@ -209,7 +222,7 @@ def implicit_branch(frame: Any, taken: bool, build: Callable[[], tuple[z3.BoolRe
     else:
         test = SymBool(taken, 0, None)
     rec.implicit += 1
-    rec.branch(frame, taken, test)
+    rec.branch(frame, taken, test, end_of_input)
     return taken
 
 

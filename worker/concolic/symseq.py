@@ -75,6 +75,8 @@ class _Seq:
     _items: list[Any]
     _len: SymInt | None
     _open: bool  # whether this sequence ends where the input ends (its length can grow)
+    _base: int | None = None  # offset of item 0 in the input, for a contiguous part of it
+    _cap: int | None = None  # a slice past the end: its length once the input is long enough
     _kind = "seq"
     _classes: dict[str, list[tuple[int, int]]] = {}
 
@@ -96,14 +98,38 @@ class _Seq:
 
     # -- length ---------------------------------------------------------------------------------
 
-    def _end_branch(self, frame: Any, n: int, at: int | None = None) -> None:
-        """The work reached the end at ``n`` items: record ``len > at`` (false) if it could grow."""
+    def _end_branch(self, frame: Any, n: int, at: int | None = None, then: list[Any] | None = None) -> None:
+        """The work reached the end at ``n`` items: record ``len > at`` (false) if it could grow.
+
+        ``then``: what a scan looked for; its negation asks for a longer input that has it
+        right after the current end (a ``find`` that failed at the end finds it next time).
+        """
         length = self._len
         if not self._open or not isinstance(length, SymInt) or length.value != n:
             return
         bound = n if at is None else at
-        implicit_branch(frame, False,
-                        lambda: (length.term() > bound, length.deps) if length.expr is not None else None)
+
+        def build() -> tuple[Any, int] | None:
+            if length.expr is None:
+                return None
+            cond, deps = length.term() > bound, length.deps
+            if then:
+                phantoms = self._phantoms(n, len(then))
+                more = all_equal(phantoms, then) if phantoms is not None else None
+                if isinstance(more, SymBool) and more.cond is not None:
+                    cond, deps = z3.And(length.term() >= n + len(then), more.cond), deps | more.deps
+            return cond, deps
+
+        implicit_branch(frame, False, build, end_of_input=n)
+
+    def _phantoms(self, q: int, count: int) -> list[Any] | None:
+        """Items ``q .. q + count - 1`` past the end: the input bytes a longer input would have."""
+        rec = _active()
+        if self._base is None or not self._open or rec is None or not rec.symbolic:
+            return None
+        first = self._base + q
+        return [SymInt(0, z3.ZeroExt(_sym.WIDTH - 8, z3.BitVec(f"b{j}", 8)), 1 << (j + 1))
+                for j in range(first, first + count)]
 
     def _match_at(self, p: int, sub: list[Any]) -> Any:
         """Whether ``sub`` occurs at position ``p`` (False, maybe symbolic on the length, past the end)."""
@@ -121,6 +147,11 @@ class _Seq:
             return SymBool(False, 0, None)
         cond = length.term() >= p + k
         deps = length.deps
+        phantoms = self._phantoms(p + len(avail), k - len(avail))
+        if phantoms is not None:
+            more = all_equal(phantoms, sub[len(avail):])
+            if isinstance(more, SymBool) and more.cond is not None:
+                cond, deps = z3.And(cond, more.cond), deps | more.deps
         if isinstance(prefix, SymBool):
             if prefix.cond is None:
                 return SymBool(False, 0, None)
@@ -176,10 +207,19 @@ class _Seq:
                     end = None
                 if end is not None:
                     begin = 0 if c_start is None else start
-                    if value_of(begin) <= value_of(end):
-                        result = end - begin
-                        length = result if isinstance(result, SymInt) else None
-        return self._make(items, length, open_end)
+                    result = end - begin
+                    if isinstance(result, SymInt) and result.value < 0:
+                        # a slice starting past the end is empty until the input grows past it
+                        t = result.term()
+                        result = SymInt(0, None if t is None else z3.If(t < 0, 0, t),
+                                        result.deps, result.width)
+                    length = result if isinstance(result, SymInt) else None
+        result = self._make(items, length, open_end)
+        if self._base is not None and c_step in (None, 1) and (c_start is None or c_start >= 0):
+            result._base = self._base + (0 if c_start is None else c_start)
+            if open_end and c_stop is not None and not isinstance(stop, SymInt):
+                result._cap = c_stop - (0 if c_start is None else c_start)  # length once grown
+        return result
 
     def __iter__(self) -> Iterator[Any]:
         return self._iterate()
@@ -210,6 +250,12 @@ class _Seq:
             return SymBool(False, 0, None)
         cond = length.term() == len(items)
         deps = length.deps
+        if len(items) > len(self._items):
+            phantoms = self._phantoms(len(self._items), len(items) - len(self._items))
+            if phantoms is not None:
+                more = all_equal(phantoms, items[len(self._items):])
+                if isinstance(more, SymBool) and more.cond is not None:
+                    cond, deps = z3.And(cond, more.cond), deps | more.deps
         if isinstance(prefix, SymBool):
             if prefix.cond is None:
                 return SymBool(False, 0, None)
@@ -281,7 +327,7 @@ class _Seq:
             if decide(all_equal(self._items[p:p + k], sub), frame):
                 return p
         if end is None:
-            self._end_branch(frame, n)
+            self._end_branch(frame, n, then=sub)
         return -1
 
     def find(self, sub: Any, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
@@ -612,18 +658,22 @@ class SymBytes(_Seq, bytes):
             name = encoding
         rec = _active()
         if name in ("iso8859-1", "latin-1") or encoding.lower() in _LATIN1:
-            return SymStr(text, list(self._items), self._len, self._open)
+            return self._same_units(SymStr(text, list(self._items), self._len, self._open))
         if name in ("ascii",) or encoding.lower() in _ASCII or name in ("utf-8",) or encoding.lower() in _UTF8:
             if len(text) == len(plain) and all(value_of(x) < 0x80 for x in self._items):
                 if rec is not None and rec.symbolic:
                     for x in self._items:
                         if isinstance(x, SymInt) and x.expr is not None:
                             rec.assume(x.term() < 0x80, x.deps)
-                return SymStr(text, list(self._items), self._len, self._open)
+                return self._same_units(SymStr(text, list(self._items), self._len, self._open))
             if name == "utf-8" and errors == "strict":
                 return self._decode_utf8(text)
         note_concretised(f"bytes.decode:{name}")
         return text
+
+    def _same_units(self, other: Any) -> Any:
+        other._base = self._base
+        return other
 
     def _decode_utf8(self, text: str) -> SymStr:
         """UTF-8 with multi-byte characters: ASCII bytes stay symbolic, the others are pinned."""
@@ -729,7 +779,9 @@ class SymStr(_Seq, str):
                 for x in self._items:
                     if isinstance(x, SymInt) and x.expr is not None:
                         rec.assume(x.term() < 0x80, x.deps)
-            return SymBytes(plain, list(self._items), self._len, self._open)
+            result = SymBytes(plain, list(self._items), self._len, self._open)
+            result._base = self._base
+            return result
         note_concretised(f"str.encode:{name}")
         return plain
 
