@@ -81,6 +81,8 @@ def constructs(budget_s: float) -> list[dict]:
 
     out = []
     for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("_"):
+            continue
         name = f"examples.constructs.{info.name}"
         module = importlib.import_module(name)
         options = dict(getattr(module, "OPTIONS", {}))

@@ -22,6 +22,7 @@ import structlog
 from symfence.coordinator import carryover, failpoints, interrupt
 from symfence.coordinator import log as logsetup
 from symfence.coordinator.afl import AflState, plot_header
+from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
@@ -50,7 +51,10 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     if cfg["campaign.executor"] == "synthetic":
         s = cfg.section("synthetic")
         return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
-    return {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
+    options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
+    if cfg["concolic.instrument"]:  # modules rewritten besides the target's package (a string on the wire)
+        options["instrument"] = ",".join(cfg["concolic.instrument"])
+    return options
 
 
 def load_seeds(cfg: Config) -> list[bytes]:
@@ -515,6 +519,7 @@ class Coordinator:
         st.committed += 1
         st.status_counts[result.status.value] += 1
         st.record_result(source, result.cost.wall_s, result.cost.execs, result.cost.solver_s)
+        st.engine.add(item.target, result.stats, item.work_id)
         found_s = self.clock() - self._t0
         progress = self.targets[item.target]
         progress.tasks += 1
@@ -760,8 +765,9 @@ class Coordinator:
                                       saved_crashes=st.crashes, saved_hangs=st.hangs)
         values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
                    f"{(st.committed - st.carried_committed) / elapsed:.2f}"]
-        values += self.plan.plot_values()
-        self._append_plot(plot_header(self.plan.plot_columns()), ", ".join(str(v) for v in values) + "\n")
+        values += self.plan.plot_values() + st.engine.plot_values()
+        self._append_plot(plot_header((*self.plan.plot_columns(), *ENGINE_PLOT_COLUMNS)),
+                          ", ".join(str(v) for v in values) + "\n")
         self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) / 1000)
 
     def _append_plot(self, header: str, row: str) -> None:

@@ -91,6 +91,16 @@ def _share(key: str, v: Any) -> float | str:
     return float(v)
 
 
+def _module_list(key: str, v: Any) -> list[str]:
+    names = _str_list(key, v)
+    for name in names:
+        if not name or not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigError(key, f"{name!r} is not a module name")
+        if name == "symfence" or name.startswith("symfence.") or name.split(".")[0] == "z3":
+            raise ConfigError(key, f"{name!r} is never instrumented")
+    return names
+
+
 def _options(key: str, v: Any) -> dict[str, Any]:
     if type(v) is not dict:
         raise ConfigError(key, "must be a table of scalar values")
@@ -157,6 +167,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     },
     "concolic": {
         "options": ({}, _options),
+        "instrument": ([], _module_list),  # e.g. ["tomllib._parser"]: rewritten like the target
     },
     "fuzz": {  # the mutation stage (Atheris): executor "fuzz" or "hybrid"
         "slice_s": (10.0, _float(0.5)),  # one fuzz slice = this long on one target

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from symfence.coordinator.engine_report import EngineCounters
 from symfence.protocol.reasons import QuarantineCounters, Reason
 
 
@@ -37,6 +38,7 @@ class Stats:
     work_failed: int = 0
     control_rejected: int = 0
     journal_fence_rejected: int = 0  # a `current` result whose lease the journal did not hold
+    engine: EngineCounters = field(default_factory=EngineCounters)  # concolic engine counters
     first_error: str = ""  # the first task error's message (shown in the summary)
 
     @property
@@ -111,6 +113,7 @@ class Stats:
         rows += [("control_rejected", self.control_rejected), ("journal_fence_rejected", self.journal_fence_rejected)]
         for rank in ranks:
             rows.append((f"utilisation_rank_{rank}", round(self.busy_s.get(rank, 0.0) / elapsed, 4)))
+        rows += self.engine.items()
         rows += list((extra or {}).items())
         return rows
 

@@ -17,6 +17,7 @@ from symfence.coordinator.stats import read_stats
 
 STATS_NAME = "fuzzer_stats"
 QUARANTINE_PREFIX = "quarantined_"
+ENGINE_PREFIX = "engine_"  # the concolic engine's counters (coordinator/engine_report.py)
 
 
 class StatusError(Exception):
@@ -57,6 +58,7 @@ def render_status(outdir: Path) -> str:
     else:
         rows.append(("task errors", stats.get("status_error", "0")))
         rows += [(key, value) for key, value in stats.items() if key.startswith(QUARANTINE_PREFIX)]
+        rows += [(key, value) for key, value in stats.items() if key.startswith(ENGINE_PREFIX)]
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
 

@@ -312,7 +312,7 @@ class _Seq:
     def endswith(self, suffix: Any, start: Any = None, end: Any = None) -> Any:  # type: ignore[override]
         return self._affix(suffix, start, end, True, sys._getframe(1))
 
-    def _find(self, sub_obj: Any, start: Any, end: Any, frame: Any) -> int:
+    def _find(self, sub_obj: Any, start: Any, end: Any, frame: Any, grow_into: bool = True) -> int:
         sub = self._other_items(sub_obj)
         if sub is None:
             if isinstance(self, SymBytes) and isinstance(sub_obj, int):
@@ -327,7 +327,7 @@ class _Seq:
             if decide(all_equal(self._items[p:p + k], sub), frame):
                 return p
         if end is None:
-            self._end_branch(frame, n, then=sub)
+            self._end_branch(frame, n, then=sub if grow_into else None)
         return -1
 
     def find(self, sub: Any, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
@@ -381,7 +381,7 @@ class _Seq:
         parts = []
         pos = 0
         while maxsplit < 0 or len(parts) < maxsplit:
-            p = self._find(sep, pos, None, frame)
+            p = self._find(sep, pos, None, frame, grow_into=False)  # the last part ends the input
             if p < 0:
                 break
             parts.append(self._slice(slice(pos, p), frame))

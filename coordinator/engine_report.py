@@ -1,0 +1,86 @@
+"""Sums the concolic engine's per-task counters (RESULT ``stats``) for fuzzer_stats, plot_data, status and warnings.
+
+Every committed result's ``stats`` map is added up here: branches, concretisations by kind,
+solver queries (sat/unsat/unknown), divergences, false findings, ... . ``fuzzer_stats`` gets
+one ``engine_<counter>`` line each, ``plot_data`` three columns. A target whose first
+``WARN_AFTER`` results recorded no symbolic branch at all gets one ``target.no_symbolic_branches``
+warning naming where the input most likely left Python (the ``left_via.<function>``
+counter the engine sends, see ``worker/concolic/diagnose.py``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import structlog
+
+log = structlog.get_logger()
+
+WARN_AFTER = 1  # results of a target without any symbolic branch before it is warned about
+MAX_KEYS = 512  # distinct counter names kept (kinds are open-ended); the rest add up in "other"
+PREFIX = "engine_"
+LEFT_VIA = "left_via."
+ALWAYS = ("branches", "implicit_branches", "concretisations", "queries", "sat", "unsat", "unknown",
+          "divergences", "false_findings")
+PLOT_COLUMNS = ("engine_branches", "engine_concretisations", "engine_false_findings")
+
+
+@dataclass
+class EngineCounters:
+    """Campaign-wide sums of the engine counters, and the no-branch watch per target."""
+
+    totals: Counter = field(default_factory=Counter)
+    _silent: dict[str, int] = field(default_factory=dict)  # target -> results with no branch
+    _exits: dict[str, Counter] = field(default_factory=dict)
+    _warned: set[str] = field(default_factory=set)
+
+    def add(self, target: str, stats: Mapping[str, int], work_id: str = "") -> None:
+        if stats.get("false_findings", 0) > 0:
+            log.warning("finding.not_reproduced", target=target, work_id=work_id[:16],
+                        count=stats["false_findings"],
+                        detail="crash/hang of the instrumented run did not reproduce on the plain target; not saved")
+        for key, value in stats.items():
+            if type(value) is not int or value < 0:
+                continue  # the codec admits any int; counters are never negative
+            if key in self.totals or len(self.totals) < MAX_KEYS:
+                self.totals[key] += value
+            else:
+                self.totals["other"] += value
+        self._watch(target, stats)
+
+    def _watch(self, target: str, stats: Mapping[str, int]) -> None:
+        if target in self._warned or "branches" not in stats:
+            return  # not an engine result (synthetic executor, errors) or already warned
+        if stats.get("branches", 0) > 0:
+            self._warned.add(target)  # it works: never warn about this target
+            return
+        self._silent[target] = self._silent.get(target, 0) + 1
+        exits = self._exits.setdefault(target, Counter())
+        for key, value in stats.items():
+            if key.startswith(LEFT_VIA):
+                exits[key[len(LEFT_VIA):]] += value
+        if self._silent[target] >= WARN_AFTER:
+            self._warned.add(target)
+            exit_via = exits.most_common(1)[0][0] if exits else "unknown"
+            log.warning("target.no_symbolic_branches", target=target, results=self._silent[target],
+                        left_via=exit_via,
+                        hint=("the input leaves Python through this function before any branch on it; "
+                              "list the module that calls it under [concolic] instrument, or wrap the "
+                              "target so it parses the input in Python first"))
+
+    def items(self) -> list[tuple[str, object]]:
+        """``fuzzer_stats`` rows, sorted by name (the main ones even at 0, once the engine reported)."""
+        if not self.totals:
+            return []
+        totals = Counter({key: 0 for key in ALWAYS})
+        totals.update(self.totals)
+        return [(PREFIX + key, value) for key, value in sorted(totals.items())
+                if not key.startswith(LEFT_VIA)] + [
+            (PREFIX + key, value) for key, value in sorted(totals.items()) if key.startswith(LEFT_VIA)]
+
+    def plot_values(self) -> list[int]:
+        """The values of ``PLOT_COLUMNS`` for one plot_data row."""
+        t = self.totals
+        return [t["branches"], t["concretisations"], t["false_findings"]]
