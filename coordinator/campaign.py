@@ -23,6 +23,7 @@ from symfence.coordinator import carryover, failpoints, interrupt
 from symfence.coordinator import log as logsetup
 from symfence.coordinator.afl import AflState, plot_header
 from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
+from symfence.coordinator.aflsync import AflSide, sync_origin
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
@@ -51,6 +52,8 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     if cfg["campaign.executor"] == "synthetic":
         s = cfg.section("synthetic")
         return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
+    if cfg["campaign.executor"] == "native":
+        return dict(cfg["native.options"])
     options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
     if cfg["concolic.instrument"]:  # modules rewritten besides the target's package (a string on the wire)
         options["instrument"] = ",".join(cfg["concolic.instrument"])
@@ -66,6 +69,8 @@ def load_seeds(cfg: Config) -> list[bytes]:
         return seeds
     if cfg["campaign.executor"] == "synthetic":
         return [i.to_bytes(4, "big") for i in range(cfg["synthetic.seeds"])]
+    if cfg["campaign.executor"] == "native":
+        return [bytes(32)]  # AFL-style: a non-empty input (32 zero bytes)
     return [b"\x00"]
 
 
@@ -128,6 +133,7 @@ class Coordinator:
         self._stop = asyncio.Event()
         self._t0 = clock()
         self.pump: Pump | None = None
+        self.afl_sync = AflSide.from_config(cfg, out)  # AFL++ side by side, or None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,6 +159,8 @@ class Coordinator:
             await self._shutdown()
             ticker.cancel()
         finally:
+            if self.afl_sync is not None:
+                self.afl_sync.stop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             self.pump.stop()
@@ -164,6 +172,8 @@ class Coordinator:
             self.request_stop("workers did not say hello")
         else:
             self._seed()
+            if self.afl_sync is not None:
+                self.afl_sync.start(self.journal)
             self.dispatching = True
             self._t0 = self.clock()
             self.stats.started_wall = time.time()
@@ -352,6 +362,8 @@ class Coordinator:
             self._absorb_pause(now)
             self._expire(now)
             self._check_lost(now)
+            if self.afl_sync is not None and self.dispatching and self.afl_sync.due(now):
+                self._import_afl()
             if self.journal.needs_flush():
                 self._flush()
             if now >= next_stats:
@@ -414,8 +426,9 @@ class Coordinator:
             self.request_stop("duration reached")
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
-        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.inflight):
-            self.request_stop("work exhausted")  # a mutation stage never runs out of work
+        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.inflight) \
+                and self.afl_sync is None:
+            self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out
 
     # ------------------------------------------------------------------ dispatch
 
@@ -696,6 +709,8 @@ class Coordinator:
         for e in durable.entries:
             failpoints.hit("queue", self.out.queue)
             self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+        if self.afl_sync is not None:
+            self.afl_sync.export(durable.entries)
         for f in durable.findings:
             path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target)
             if f.kind.value == "crash":

@@ -12,7 +12,7 @@ from typing import Any, Callable
 DEFAULT_PYTHON_EXECUTOR = "hybrid"
 # Executors whose targets are Python `module.path:function` specs (imported and checked up front).
 PYTHON_EXECUTORS = ("hybrid", "concolic", "fuzz")
-EXECUTORS = ("synthetic", *PYTHON_EXECUTORS)
+EXECUTORS = ("synthetic", *PYTHON_EXECUTORS, "native")
 FAULT_KINDS = (
     "duplicate",
     "stale",
@@ -115,6 +115,20 @@ def _options(key: str, v: Any) -> dict[str, Any]:
     return dict(v)
 
 
+def _native_options(key: str, v: Any) -> dict[str, Any]:
+    from symfence.worker.native.base import NativeOptions
+
+    if type(v) is not dict or not all(type(x) in (str, int, float, bool) for x in v.values()):
+        raise ConfigError(key, "must be a table of scalar values")
+    options = dict(v)
+    try:
+        NativeOptions.from_mapping(options)
+    except ValueError as exc:
+        name, _, why = str(exc).partition(": ")
+        raise ConfigError(f"{key}.{name.split('.', 1)[-1]}", why) from None
+    return options
+
+
 SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "campaign": {
         "name": ("campaign", _str()),
@@ -180,6 +194,19 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "coverage": {  # the real-trace yardstick for every candidate of either stage
         "include": ([], _str_list),  # module names or paths; [] = the target's package + its imports
     },
+    "native": {
+        "options": ({}, _native_options),  # engine, oracle, afl_target, ... (worker/native/base.py)
+    },
+    "afl": {  # AFL++ side by side (coordinator/aflsync.py); off while sync_dir is ""
+        "sync_dir": ("", _str()),
+        "instance": ("symfence", _str()),
+        "import_interval_s": (2.0, _float(0.05)),
+        "export": (True, _bool),
+        "target": ("", _str()),  # the campaign target the sync dir fuzzes ("" = the first)
+        "launch": (0, _int(0)),  # afl-fuzz -S instances the coordinator starts and stops
+        "launch_binary": ("", _str()),  # their AFL build ("" = native.options.afl_target)
+        "launch_args": ([], _str_list),
+    },
     "faults": {
         "enabled": (False, _bool),
         "seed": (1, _int(0)),
@@ -241,6 +268,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
     if cfg["campaign.executor"] in ("fuzz", "hybrid") and deadline and deadline < 2 * slice_s + 5:
         raise ConfigError("dispatch.deadline_s", f"must be 0 or >= 2 * fuzz.slice_s + 5 = {2 * slice_s + 5:g}"
                                                  f" (a fuzz slice runs {slice_s:g} s), got {deadline:g}")
+    if cfg["afl.sync_dir"] and cfg["afl.target"] and cfg["afl.target"] not in cfg["campaign.targets"]:
+        raise ConfigError("afl.target", "must be one of campaign.targets")
     if not cfg["campaign.targets"]:
         raise ConfigError("campaign.targets", "must name at least one target")
     return cfg

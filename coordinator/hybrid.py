@@ -34,6 +34,7 @@ class Stage(str, enum.Enum):
     CONCOLIC = "concolic"
     FUZZ = "fuzz"
     SYNTHETIC = "synthetic"
+    NATIVE = "native"  # native programs (worker/native/): one stage, the engine with its oracle
 
 
 @dataclass
@@ -85,7 +86,7 @@ class HybridPlan:
 
     @property
     def concolic_on(self) -> bool:
-        return self.mode in ("hybrid", "concolic", "synthetic")
+        return self.mode in ("hybrid", "concolic", "synthetic", "native")
 
     @property
     def fuzz_on(self) -> bool:
@@ -94,7 +95,9 @@ class HybridPlan:
     @property
     def corpus_stage(self) -> Stage:
         """The executor that runs corpus entries (their work items)."""
-        return Stage.SYNTHETIC if self.mode == "synthetic" else Stage.CONCOLIC
+        if self.mode in ("synthetic", "native"):
+            return Stage(self.mode)
+        return Stage.CONCOLIC
 
     def share(self) -> float:
         """The fuzz stage's current target share of worker time."""
@@ -179,8 +182,8 @@ class HybridPlan:
     # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
 
     def _stages(self) -> list[Stage]:
-        if self.mode == "synthetic":
-            return [Stage.SYNTHETIC]
+        if self.mode in ("synthetic", "native"):
+            return [Stage(self.mode)]
         return [Stage.CONCOLIC, Stage.FUZZ]
 
     def stat_items(self) -> dict[str, Any]:
@@ -212,7 +215,8 @@ class HybridPlan:
         if self.mode == "synthetic":
             return ""
         parts = []
-        for stage, short in ((Stage.CONCOLIC, "engine"), (Stage.FUZZ, "fuzz")):
+        shown = ((Stage.NATIVE, "native"),) if self.mode == "native" else ((Stage.CONCOLIC, "engine"), (Stage.FUZZ, "fuzz"))
+        for stage, short in shown:
             f = self.figures[stage]
             parts.append(f"{short} {f.execs:,}x/{f.new_inputs}+/{f.edges_first}e")
         share = f"  fuzz share {self.share():.0%}" if self.fuzz_on and self.concolic_on else ""

@@ -163,6 +163,8 @@ def _executor_options(values: dict[str, Any]) -> dict[str, Any]:
     if values["campaign"]["executor"] == "synthetic":
         s = values["synthetic"]
         return {k: s.get(k) for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
+    if values["campaign"]["executor"] == "native":
+        return dict(values.get("native", {}).get("options", {}))
     return dict(values["concolic"]["options"])
 
 
@@ -184,7 +186,7 @@ def check_resume(cfg: Config, out: Path) -> ResumeChanges:
     if old_opts != new_opts:
         keys = sorted(k for k in set(old_opts) | set(new_opts) if old_opts.get(k) != new_opts.get(k))
         detail = ", ".join(f"{k} {old_opts.get(k, 'default')!r} -> {new_opts.get(k, 'default')!r}" for k in keys)
-        section = "synthetic" if now_exec == "synthetic" else "concolic.options"
+        section = {"synthetic": "synthetic", "native": "native.options"}.get(now_exec, "concolic.options")
         raise PreflightError(section, f"changed since the campaign in {out} started ({detail}); every queued"
                              " work item was made with the old options (use a new --out)")
     before_targets = list(saved["campaign"]["targets"])
@@ -213,5 +215,22 @@ def preflight(cfg: Config, out: Path, *, resume: bool) -> ResumeChanges:
     changes = check_resume(cfg, out) if resume else ResumeChanges()
     interrupt.check()
     check_targets(cfg)
+    check_native_targets(cfg)
     interrupt.check()
     return changes
+
+
+def check_native_targets(cfg: Config) -> None:
+    """Native targets: each binary (and its AFL build, when an AFL oracle is configured) exists."""
+    if cfg["campaign.executor"] != "native":
+        return
+    from symfence.worker.native.base import NativeOptions
+
+    opts = NativeOptions.from_mapping(cfg["native.options"])
+    for target in cfg["campaign.targets"]:
+        if opts.engine == "tritondse" and not Path(target).is_file():
+            raise PreflightError("campaign.targets", f"{target} does not exist (for examples/native:"
+                                 " python -m examples.native.build)")
+        if opts.oracle != "engine" and not Path(opts.afl_path(target)).is_file():
+            raise PreflightError("native.options.afl_target", f"{opts.afl_path(target)} does not exist"
+                                 " (build the target with afl-cc, or set oracle = \"engine\")")

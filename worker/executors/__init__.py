@@ -20,4 +20,8 @@ def make_executor(name: str) -> Executor:
         from symfence.worker.executors.traced import TracedExecutor
 
         return TracedExecutor(FuzzExecutor(), trace_input=False)
+    if name == "native":
+        from symfence.worker.executors.native import NativeExecutor
+
+        return NativeExecutor()
     raise ValueError(f"unknown executor {name!r}")

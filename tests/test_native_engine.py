@@ -1,0 +1,114 @@
+"""The TritonDSE engine on the planted-bug examples, and its guards (static, C++, unmodelled)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from symfence.worker.native.base import NativeError, NativeOptions, RunKind
+from tests.native_support import ROOT, built, compile_c, needs_cc, needs_tritondse
+
+pytestmark = [needs_tritondse, needs_cc]
+
+
+def explore_until(engine, seed: bytes, kind: RunKind, limit: int = 400):
+    """Generational search without coverage filtering; returns (executions, finding input)."""
+    queue, seen, runs = [(seed, 0)], {seed}, 0
+    while queue and runs < limit:
+        data, bound = queue.pop(0)
+        run = engine.explore(data, bound)
+        runs += 1
+        if run.own.kind is kind:
+            return runs, data, run.own
+        for cand in run.candidates:
+            if cand.data not in seen:
+                seen.add(cand.data)
+                queue.append((cand.data, cand.bound))
+    raise AssertionError(f"no {kind} within {runs} explorations")
+
+
+def test_tritondse_finds_the_record_crash_from_zero_bytes():
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    engine = TritonDseEngine(str(built() / "record"), NativeOptions())
+    runs, data, own = explore_until(engine, bytes(32), RunKind.CRASH)
+    assert data[:4] == b"SFRC" and int.from_bytes(data[4:8], "little") == 0xC0FFEE42
+    assert data[10] == ord("!") and sum(data[10:10 + data[8]]) % 256 == data[9]
+    assert own.signal == 11 and own.detail.splitlines()[-1].startswith("SIGSEGV")
+    assert runs < 60
+
+
+def test_tritondse_reports_abort_as_a_sigabrt_crash():
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    engine = TritonDseEngine(str(built() / "tlv"), NativeOptions())
+    replay = engine.replay(b"C\x08C\x06I\x04\x0b\xad\xf0\x0d")
+    assert replay.kind is RunKind.CRASH and replay.signal == 6 and "abort()" in replay.detail
+    assert engine.replay(b"C\x08C\x06I\x04\x0b\xad\xf0\x0c").kind is RunKind.OK
+
+
+def test_generational_bound_is_honoured():
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    engine = TritonDseEngine(str(built() / "record"), NativeOptions())
+    full = engine.explore(b"SFRC" + bytes(28), 0)
+    assert full.candidates and all(c.bound is not None and c.bound >= 1 for c in full.candidates)
+    cut = max(c.bound for c in full.candidates)
+    later = engine.explore(b"SFRC" + bytes(28), cut)
+    assert all(c.bound > cut for c in later.candidates)
+    assert len(later.candidates) < len(full.candidates)
+
+
+def test_static_binary_is_refused_with_a_clear_error(tmp_path):
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    static = tmp_path / "record-static"
+    proc = subprocess.run(["cc", "-static", "-O1", "-o", str(static), str(ROOT / "examples/native/record.c")],
+                          capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip(f"no static glibc to link against: {proc.stderr.decode()[-200:]}")
+    with pytest.raises(NativeError, match="statically linked"):
+        TritonDseEngine(str(static), NativeOptions())
+
+
+def test_cxx_runtime_is_refused(tmp_path):
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    if shutil.which("c++") is None:
+        pytest.skip("no C++ compiler (c++) on PATH")
+    binary = compile_c(tmp_path, "hello", '#include <string>\nint main(){std::string s(64, \'x\');'
+                       'return (int)s.size() - 64;}\n', "-x", "c++", cc="c++")
+    with pytest.raises(NativeError, match="libstdc"):
+        TritonDseEngine(str(binary), NativeOptions())
+
+
+def test_unmodelled_import_is_an_error_not_a_silent_stop(tmp_path):
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    binary = compile_c(tmp_path, "qs", r'''
+#include <stdlib.h>
+#include <unistd.h>
+static int cmp(const void *a, const void *b) { return *(const char *)a - *(const char *)b; }
+int main(void) { char buf[16]; long n = read(0, buf, sizeof buf); qsort(buf, n, 1, cmp); return buf[0]; }
+''')
+    engine = TritonDseEngine(str(binary), NativeOptions())
+    with pytest.raises(NativeError, match=r"does not model qsort\(\)"):
+        engine.explore(bytes(8), 0)
+
+
+def test_config_errors_name_the_native_key(tmp_path):
+    from symfence.coordinator.config import ConfigError, parse
+
+    base = {"campaign": {"executor": "native", "targets": ["examples/native/build/record"]}}
+    assert parse(base)["campaign.executor"] == "native"
+    for options, key in (({"oracle": "qemu"}, "native.options.oracle"),
+                         ({"engine": "symcc"}, "native.options.oracle"),
+                         ({"exec_timeout_s": "1"}, "native.options.exec_timeout_s"),
+                         ({"bogus": 1}, "native.options.bogus")):
+        with pytest.raises(ConfigError) as exc:
+            parse({**base, "native": {"options": options}})
+        assert exc.value.key == key, exc.value
+    with pytest.raises(ConfigError, match="afl.target"):
+        parse({**base, "afl": {"sync_dir": "s", "target": "other"}})

@@ -1,0 +1,1 @@
+"""Native programs (C/C++ binaries): engines that generate inputs, oracles that run them."""

@@ -1,0 +1,182 @@
+"""The native engine's child process: runs tasks (engine + oracle) and streams its progress.
+
+    python -m symfence.worker.native.runner READ_FD WRITE_FD
+
+Parent -> child: ``("task", target, data, bound, options)``, ``("stop",)``.
+Child -> parent: ``("ready",)``, ``("phase", name, data, bound)`` when an execution or engine
+run starts (name: input, engine, candidate), ``("pgid", pgid)`` while a SymCC run is alive
+(0 when it ended), ``("candidate", CandidateOut)``, ``("done", Outcome)``. The parent enforces
+the time-outs and kills this process group; this process enforces its memory limit
+(``RLIMIT_AS``) and reports ``MemoryError`` as an out-of-memory finding.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+import traceback
+import zlib
+from multiprocessing.connection import Connection
+from typing import Any
+
+from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome
+from symfence.worker.native.base import NativeError, NativeOptions, RunKind, RunResult
+
+OOM_MARK = "MemoryError"  # the exception type the coordinator classes as an out-of-memory finding
+
+
+def target_salt(target: str) -> int:
+    """Per-target offset into the campaign's one 64 KiB map: afl-cc (PCGUARD) builds number their
+    edges 0, 1, 2, ... and two targets would otherwise share every index."""
+    return zlib.crc32(target.encode()) & 0xFFFF
+
+
+def salted(trace: Any, salt: int) -> dict[int, int]:
+    return {(index + salt) & 0xFFFF: count for index, count in trace.items()}
+
+
+def exit_kind(kind: RunKind) -> ExitKind:
+    return {RunKind.OK: ExitKind.OK, RunKind.CRASH: ExitKind.CRASH, RunKind.HANG: ExitKind.HANG,
+            RunKind.OOM: ExitKind.CRASH}[kind]
+
+
+class Runner:
+    def __init__(self, conn_in: Connection, conn_out: Connection):
+        self.conn_in = conn_in
+        self.conn_out = conn_out
+        self.engines: dict[tuple, Any] = {}
+        self.oracles: dict[tuple, Any] = {}
+        self.work_dir = os.environ.get("SYMFENCE_NATIVE_DIR") or None
+        self.hard_as = resource.getrlimit(resource.RLIMIT_AS)[1]
+
+    # -- components, built once per (target, relevant options) -----------------------------
+
+    def engine(self, target: str, opts: NativeOptions) -> Any:
+        key = (opts.engine, target, opts.symcc_command, opts.input, opts.solver, opts.solver_timeout_ms,
+               opts.exec_timeout_s, opts.engine_timeout_s, opts.max_candidates, opts.max_branches)
+        if key not in self.engines:
+            if opts.engine == "tritondse":
+                from symfence.worker.native.tritondse_engine import TritonDseEngine
+                self.engines[key] = TritonDseEngine(target, opts)
+            else:
+                from symfence.worker.native.symcc_engine import SymccEngine
+                self.engines[key] = SymccEngine(target, opts, work_dir=self.work_dir,
+                                                on_spawn=lambda pgid: self.conn_out.send(("pgid", pgid)))
+        return self.engines[key]
+
+    def oracle(self, target: str, opts: NativeOptions) -> Any:
+        if opts.oracle == "engine":
+            return None
+        key = (opts.oracle, opts.afl_path(target), opts.input, opts.exec_timeout_s, opts.target_mem_limit_mb)
+        if key not in self.oracles:
+            if opts.oracle == "forkserver":
+                from symfence.worker.native.forkserver import ForkserverOracle as cls
+            else:
+                from symfence.worker.native.showmap import ShowmapOracle as cls
+            self.oracles[key] = cls(opts.afl_path(target), input_mode=opts.input,
+                                    exec_timeout_s=opts.exec_timeout_s,
+                                    mem_limit_mb=opts.target_mem_limit_mb, work_dir=self.work_dir)
+        return self.oracles[key]
+
+    # -- one task -------------------------------------------------------------------------------
+
+    def run_task(self, target: str, data: bytes, bound: int, options: dict[str, Any]) -> Outcome:
+        t0, c0 = time.monotonic(), time.process_time()
+        opts = NativeOptions.from_mapping(options)
+        # mem_limit_mb bounds resident memory (the engine checks it as it emulates and raises
+        # MemoryError); the address-space limit is a looser backstop against sudden growth.
+        soft = (2 * opts.mem_limit_mb + 1024) << 20 if opts.mem_limit_mb else resource.RLIM_INFINITY
+        if self.hard_as != resource.RLIM_INFINITY:
+            soft = min(soft, self.hard_as)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, self.hard_as))
+        engine = self.engine(target, opts)
+        oracle = self.oracle(target, opts)
+        send = self.conn_out.send
+        execs = 0
+        salt = target_salt(target)
+        own: RunResult | None = None
+        if oracle is not None:
+            send(("phase", "input", data, bound))
+            own = oracle.run(data)
+            execs += 1
+        send(("phase", "engine", data, bound))
+        try:
+            run = engine.explore(data, bound)
+        except MemoryError as exc:
+            run, why = None, str(exc) or f"the {opts.engine} engine exceeded mem_limit_mb={opts.mem_limit_mb}"
+        if run is None:
+            detail = f"{OOM_MARK}: {why}"
+            return Outcome(ExitKind.CRASH, trace=salted(own.trace, salt) if own else {}, error=detail,
+                           wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
+                           stats={"engine_oom": 1})
+        execs += run.execs
+        if own is None:
+            own = run.own
+        candidates: list[CandidateOut] = []
+        stats_oom = 0
+        for gen in run.candidates:
+            child_bound = gen.bound if gen.bound is not None else 0
+            send(("phase", "candidate", gen.data, child_bound))
+            try:
+                replay = oracle.run(gen.data) if oracle is not None else engine.replay(gen.data)
+            except MemoryError as exc:  # this candidate exhausts the engine: an OOM finding
+                replay = RunResult(RunKind.OOM, {}, detail=f"{OOM_MARK}: {exc}")
+            execs += 1
+            cand = CandidateOut(gen.data, salted(replay.trace, salt), exit_kind(replay.kind), child_bound,
+                                replay.detail if replay.kind is not RunKind.OK else "")
+            stats_oom = stats_oom + (replay.kind is RunKind.OOM)
+            candidates.append(cand)
+            send(("candidate", cand))
+        assert own is not None
+        status = exit_kind(own.kind)
+        return Outcome(status, trace=salted(own.trace, salt), candidates=tuple(candidates),
+                       wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0,
+                       solver_s=run.solver_s, execs=execs,
+                       error=own.detail if status is not ExitKind.OK else "",
+                       stats={**{k: int(v) for k, v in run.stats.items()}, "engine_oom": stats_oom})
+
+    def serve(self) -> None:
+        self.conn_out.send(("ready",))
+        while True:
+            try:
+                message = self.conn_in.recv()
+            except EOFError:
+                return
+            if message[0] == "stop":
+                return
+            _, target, data, bound, options = message
+            self.conn_out.send(("accepted",))
+            try:
+                outcome = self.run_task(target, data, bound, options)
+            except NativeError as exc:
+                outcome = Outcome(ExitKind.ERROR, error=f"native: {exc}")
+            except MemoryError:
+                outcome = Outcome(ExitKind.CRASH, error=f"{OOM_MARK}: the engine child exceeded its "
+                                  "memory limit on this input", stats={"engine_oom": 1})
+            except Exception:  # noqa: BLE001 - an engine bug is this task's ERROR, not our death
+                outcome = Outcome(ExitKind.ERROR, error=traceback.format_exc()[-4000:])
+            self.conn_out.send(("done", outcome))
+
+    def close(self) -> None:
+        for part in (*self.engines.values(), *self.oracles.values()):
+            try:
+                part.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def main(argv: list[str]) -> int:
+    conn_in = Connection(int(argv[0]), writable=False)
+    conn_out = Connection(int(argv[1]), readable=False)
+    runner = Runner(conn_in, conn_out)
+    try:
+        runner.serve()
+    finally:
+        runner.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
