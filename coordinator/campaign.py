@@ -372,6 +372,25 @@ class Coordinator:
                 self.status.update(self._snapshot())
             self._check_finished()
 
+    def _import_afl(self) -> None:
+        """New AFL++ queue entries become pending work (origin sync:<instance>:<id>)."""
+        entries = []
+        for imp in self.afl_sync.poll():
+            sha = sha256_hex(imp.data)
+            wid = work_id_for(self.corpus_executor, self.afl_sync.target, sha, 0, self.options)
+            entries.append(NewEntry(sha256=sha, data=imp.data, bound=0, parent=None,
+                                    origin=sync_origin(imp.instance, imp.entry_id), new_bits=2,
+                                    found_s=self.clock() - self._t0, work_id=wid, target=self.afl_sync.target))
+        added = self.journal.add_seeds(entries) if entries else []
+        now = time.time()
+        for e in added:
+            self._queue_entry(e)
+            self.afl.entry(e.queue_id, None, now)
+            self.targets[e.target].corpus += 1
+        if added:
+            self.stats.corpus = self.journal.corpus_count()
+            self._fill()
+
     def _absorb_pause(self, now: float) -> None:
         """After a pause of this process (SIGSTOP, a long GC, a swapped-out VM), the heartbeats
         and results sent meanwhile are still queued: judge silence and deadlines only once they
