@@ -24,8 +24,10 @@ from symfence.protocol.fuzzslice import MAX_TOKEN_BYTES, SliceSpec, pack_spec
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 
 _AUTO_MIN, _AUTO_MAX = 0.2, 0.8
-_AUTO_WARMUP_S = 5.0  # busy seconds per stage before "auto" trusts the rates
+_AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trusts the rates ...
+_AUTO_WARMUP_RESULTS = 3  # ... and results of each
 _MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
+_MAX_SPEC_BYTES = 4 << 20  # corpus bytes per slice (WORK messages stay far below the 16 MiB limit)
 
 
 class Stage(str, enum.Enum):
@@ -108,7 +110,7 @@ class HybridPlan:
         if self.share_setting != "auto":
             return float(self.share_setting)
         fz, cc = self.figures[Stage.FUZZ], self.figures[self.corpus_stage]
-        if fz.busy_s < _AUTO_WARMUP_S or cc.busy_s < _AUTO_WARMUP_S:
+        if min(fz.results, cc.results) < _AUTO_WARMUP_RESULTS or fz.busy_s + cc.busy_s < _AUTO_WARMUP_S:
             return 0.5
         fz_rate = (fz.edges_first + 1) / fz.busy_s
         cc_rate = (cc.edges_first + 1) / cc.busy_s
@@ -142,10 +144,14 @@ class HybridPlan:
         sent_entries, sent_tokens = self._acked.get((rank, target), (0, 0))
         entries = self.entries.get(target, [])
         tokens = self.tokens.get(target, [])
-        spec = pack_spec(SliceSpec(tuple(entries[sent_entries:]), tuple(tokens[sent_tokens:])))
+        end, size = sent_entries, 0  # a long backlog goes over several slices, not one huge WORK
+        while end < len(entries) and (end == sent_entries or size + len(entries[end]) <= _MAX_SPEC_BYTES):
+            size += len(entries[end])
+            end += 1
+        spec = pack_spec(SliceSpec(tuple(entries[sent_entries:end]), tuple(tokens[sent_tokens:])))
         sha = sha256_hex(spec)
         work_id = work_id_for(Stage.FUZZ.value, target, sha, self._seq, self.fuzz_options)
-        self._slices[work_id] = _SliceInfo(rank, target, (len(entries), len(tokens)))
+        self._slices[work_id] = _SliceInfo(rank, target, (end, len(tokens)))
         return WorkItem(work_id, spec, sha, target, self._seq, stage=Stage.FUZZ.value)
 
     def slice_ended(self, item: WorkItem, *, committed: bool) -> None:

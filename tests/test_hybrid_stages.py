@@ -168,6 +168,8 @@ def test_plan_auto_share_follows_productivity():
     plan = _plan("hybrid")
     assert plan.share() == 0.5
     plan.figures[Stage.FUZZ].busy_s = plan.figures[Stage.CONCOLIC].busy_s = 20.0
+    assert plan.share() == 0.5  # too few results of each stage yet
+    plan.figures[Stage.FUZZ].results = plan.figures[Stage.CONCOLIC].results = 3
     plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 900, 10
     assert plan.share() == 0.8
     plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 10, 900
@@ -190,3 +192,18 @@ def test_slices_carry_deltas_acknowledged_by_commit():
     assert unpack_spec(third.data) == SliceSpec((b"new",), ())
     assert unpack_spec(plan.pick(Rank(2), Scheduler()).data).entries == (b"seed", b"new")  # other rank
     assert len({first.work_id, again.work_id, third.work_id}) == 3
+
+
+def test_a_long_backlog_goes_over_several_slices():
+    plan = _plan("fuzz")
+    big = [bytes([i]) * (1 << 20) for i in range(10)]  # 10 MiB of corpus
+    for data in big:
+        plan.add_entry("a:t", data)
+    got: list[bytes] = []
+    for _ in range(5):
+        item = plan.pick(Rank(1), Scheduler())
+        entries = unpack_spec(item.data).entries
+        assert sum(map(len, entries)) <= 4 << 20
+        got += entries
+        plan.slice_ended(item, committed=True)
+    assert got == big

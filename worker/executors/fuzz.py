@@ -4,10 +4,11 @@ The WORK's data is a ``protocol.fuzzslice`` spec: corpus entries and dictionary 
 worker does not have yet for that target. The executor keeps, per target, a corpus folder (every
 entry the coordinator sent plus every input its own slices kept) and a dictionary, so a slice
 never resends the whole queue. A slice runs ``python -m symfence.worker.fuzz.slice_child`` for
-``slice_s`` seconds; Python exceptions and CPU time-outs are caught inside (the run goes on), and
-when something Python cannot catch ends the process early (native crash, native hang past
-libFuzzer's ``-timeout``, out of memory) the executor keeps libFuzzer's artifact and starts the
-child again for the rest of the slice. The outcome's candidates are every input libFuzzer kept
+``slice_s`` seconds of fuzzing (start-up not counted); Python exceptions and CPU time-outs are
+caught inside (the run goes on), and when something Python cannot catch ends the process early
+(native crash, native hang past libFuzzer's ``-timeout``, out of memory) the executor keeps
+libFuzzer's artifact, drops that input from the corpus and starts the child again for the rest
+of the slice (restarts stop at twice the slice length of wall time). The outcome's candidates are every input libFuzzer kept
 in this slice (OK), and every crash and hang (CRASH / HANG with their traceback). Traces are
 filled in by ``TracedExecutor`` (the real tracer), not here.
 
@@ -38,6 +39,7 @@ _MIN_RUN_S = 1  # libFuzzer's -max_total_time is whole seconds; less is not wort
 _START_GRACE_S = 30.0  # import + instrumentation + corpus load before the slice clock matters
 _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
                    "timeout": ExitKind.HANG}
+_MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest stay in this worker's corpus)
 _FINAL_EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
 
 
@@ -105,9 +107,10 @@ class _Slice:
     state: _TargetState
     folder: Path
     started: float
-    ends: float
+    fuzz_s: float = 0.0  # fuzzing time used so far (from each run's first execution to its end)
     proc: subprocess.Popen | None = None
     run_started: float = 0.0
+    run_budget: float = 0.0  # this run's -max_total_time
     runs: int = 0
     restarts: int = 0
     execs: int = 0
@@ -152,8 +155,7 @@ class FuzzExecutor:
         folder = self._root / f"slice-{self._seq}"
         for sub in ("new", "found", "artifacts"):
             (folder / sub).mkdir(parents=True)
-        now = time.monotonic()
-        self._run = _Slice(task, options, state, folder, now, now + options.slice_s)
+        self._run = _Slice(task, options, state, folder, time.monotonic())
         self._launch(self._run)
 
     def wait(self, timeout_s: float) -> Outcome | None:
@@ -172,9 +174,8 @@ class FuzzExecutor:
                 run.cpu_s += usage.ru_utime + usage.ru_stime
                 return self._run_ended(run)
             now = time.monotonic()
-            if now > run.ends + _START_GRACE_S + 2 * run.options.exec_timeout_s:
+            if now > run.run_started + run.run_budget + _START_GRACE_S + 2 * run.options.exec_timeout_s:
                 self._kill(run)  # libFuzzer did not stop on its own: a backstop, not the plan
-                run.cpu_s += 0.0
                 return self._run_ended(run, killed=True)
             if now >= deadline:
                 return None
@@ -203,7 +204,8 @@ class FuzzExecutor:
 
     def _launch(self, run: _Slice) -> None:
         opts = run.options
-        remaining = max(_MIN_RUN_S, round(run.ends - time.monotonic()))
+        remaining = max(_MIN_RUN_S, round(opts.slice_s - run.fuzz_s))
+        run.run_budget = remaining
         args = [str(run.folder / "new"), str(run.state.corpus), f"-max_total_time={remaining}",
                 f"-timeout={int(2 * opts.exec_timeout_s) + 1}",
                 f"-artifact_prefix={run.folder / 'artifacts'}{os.sep}", "-print_final_stats=1",
@@ -265,8 +267,15 @@ class FuzzExecutor:
             early = True
         if killed:
             early = True
-        remaining = run.ends - time.monotonic()
-        if (early or run.proc.returncode != 0) and remaining >= _MIN_RUN_S and run.restarts < 100:
+        started = run.folder / "started"  # the child's first execution: startup is not slice time
+        ran = started.exists()  # if it never ran an input (import error, ...), a restart won't either
+        if ran:
+            run.fuzz_s += max(0.0, time.time() - float(started.read_text() or time.time()))
+            started.unlink()
+        remaining = run.options.slice_s - run.fuzz_s
+        # Start-up is not slice time, but restarts are not free: the wall clock caps them.
+        in_time = time.monotonic() - run.started < 2 * run.options.slice_s + _MIN_RUN_S
+        if ran and in_time and (early or run.proc.returncode != 0) and remaining >= _MIN_RUN_S:
             run.restarts += 1
             self._launch(run)
             return None
@@ -279,13 +288,15 @@ class FuzzExecutor:
         hangs_list = run.folder / "found" / "hangs.list"
         hung = set(hangs_list.read_text().split()) if hangs_list.exists() else set()
         candidates: list[CandidateOut] = []
+        size = 0
         for path in kept:
             data = path.read_bytes()
             if path.name in hung:  # reported below (or a duplicate of a reported hang)
                 path.unlink()
                 continue
-            if len(candidates) < opts.max_candidates:
+            if len(candidates) < opts.max_candidates and size + len(data) <= _MAX_RESULT_BYTES:
                 candidates.append(CandidateOut(data, {}, ExitKind.OK, 0))
+                size += len(data)
             os.replace(path, run.state.corpus / path.name)  # the next slice starts from it too
         found = 0
         for path in sorted((run.folder / "found").iterdir()):

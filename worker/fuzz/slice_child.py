@@ -62,6 +62,7 @@ def main(argv: list[str]) -> None:
     found = spec["found_dir"]
     exec_timeout = float(spec["exec_timeout_s"])
     execs_path = spec["execs_path"]
+    started_path = os.path.join(os.path.dirname(execs_path), "started")
     signatures = os.path.join(found, "signatures.list")  # shared by the restarts of one slice
     seen: set[str] = set(open(signatures).read().splitlines()) if os.path.exists(signatures) else set()
     state = {"execs": 0, "next_write": time.monotonic() + 0.25}
@@ -83,6 +84,8 @@ def main(argv: list[str]) -> None:
     def one_input(data: bytes) -> None:
         if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
             faulthandler.enable()  # a native crash leaves the Python stack in the log
+            with open(started_path, "w") as fh:  # the slice clock starts now, not at start-up
+                fh.write(repr(time.time()))
         state["execs"] += 1
         setitimer(vtimer, exec_timeout, 0.05)
         try:
