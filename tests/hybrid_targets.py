@@ -43,11 +43,19 @@ def shallow(data: bytes) -> None:
 
 
 def native_and_python(data: bytes) -> None:
-    """Crashes two ways: a Python exception (caught inside the slice) and a native abort (ends the
-    fuzzing process: the slice restarts) on inputs any mutation fuzzer reaches quickly."""
+    """Crashes two ways and hangs two ways: a Python exception and a CPU-bound loop (both caught
+    inside the slice), a native abort and a sleep (both end the fuzzing process: the slice
+    restarts)."""
     if len(data) >= 2 and data[0] == 0xAB:
         import os
 
         os.abort()
     if data[:1] == b"\x01":
         raise ShallowBug("python-level")
+    if data[:2] == b"\x02\x02":
+        while True:  # a Python-level hang: the slice's CPU timer interrupts it
+            pass
+    if data[:2] == b"\x03\x03":
+        import time
+
+        time.sleep(60)  # a hang that burns no CPU: libFuzzer's -timeout ends the process
