@@ -263,6 +263,7 @@ class Coordinator:
         """Continue from the journal: its coverage, its pending work, its files."""
         self.afl = AflState.from_counters(self.journal.counters())
         self.targets.restore(self.journal.counters(), (), ())
+        self.plan.restore(self.journal.counters())  # per-stage figures count the whole campaign
         blob = self.journal.coverage()
         if blob:
             self.coverage = CoverageMap.from_bytes(blob)
@@ -744,6 +745,7 @@ class Coordinator:
         out = carryover.saved_counters(st)
         out.update(self.afl.counters(st.execs, st.crashes_total, self.tmouts, time.time()))
         out.update(self.targets.counters())
+        out.update(self.plan.counters())
         return out
 
     def _snapshot(self) -> Snapshot:

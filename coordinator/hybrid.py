@@ -187,6 +187,21 @@ class HybridPlan:
 
     # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
 
+    _COUNTED = ("execs", "new_inputs", "crashes", "hangs", "edges_first", "results")
+
+    def counters(self) -> dict[str, int]:
+        """The figures as journal counters (so ``--resume`` continues them)."""
+        out = {f"stage_{s.value}_{k}": int(getattr(self.figures[s], k)) for s in Stage for k in self._COUNTED}
+        out.update({f"stage_{s.value}_busy_ms": int(self.figures[s].busy_s * 1000) for s in Stage})
+        return out
+
+    def restore(self, counters: dict[str, int]) -> None:
+        for s in Stage:
+            f = self.figures[s]
+            for k in self._COUNTED:
+                setattr(f, k, int(counters.get(f"stage_{s.value}_{k}", 0)))
+            f.busy_s = counters.get(f"stage_{s.value}_busy_ms", 0) / 1000
+
     def _stages(self) -> list[Stage]:
         if self.mode in ("synthetic", "native"):
             return [Stage(self.mode)]

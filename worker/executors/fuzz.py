@@ -8,7 +8,7 @@ never resends the whole queue. A slice runs ``python -m symfence.worker.fuzz.sli
 caught inside (the run goes on), and when something Python cannot catch ends the process early
 (native crash, native hang past libFuzzer's ``-timeout``, out of memory) the executor keeps
 libFuzzer's artifact, drops that input from the corpus and starts the child again for the rest
-of the slice (restarts stop at twice the slice length of wall time). The outcome's candidates are every input libFuzzer kept
+of the slice (no restart after twice the slice length plus 10 s of wall time). The outcome's candidates are every input libFuzzer kept
 in this slice (OK), and every crash and hang (CRASH / HANG with their traceback). Traces are
 filled in by ``TracedExecutor`` (the real tracer), not here.
 
@@ -36,6 +36,7 @@ from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 from symfence.worker.realtrace.client import child_env
 
 _MIN_RUN_S = 1  # libFuzzer's -max_total_time is whole seconds; less is not worth a restart
+_RESTART_ALLOWANCE_S = 10.0  # wall time for restarts' start-ups, beyond twice the slice length
 _START_GRACE_S = 30.0  # import + instrumentation + corpus load before the slice clock matters
 _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
                    "timeout": ExitKind.HANG}
@@ -267,6 +268,10 @@ class FuzzExecutor:
             early = True
         if killed:
             early = True
+        hangs_list = run.folder / "found" / "hangs.list"
+        if hangs_list.exists():  # inputs that hung cost their time-out at every corpus load
+            for sha1 in hangs_list.read_text().split():
+                (run.state.corpus / sha1).unlink(missing_ok=True)
         started = run.folder / "started"  # the child's first execution: startup is not slice time
         ran = started.exists()  # if it never ran an input (import error, ...), a restart won't either
         if ran:
@@ -274,7 +279,7 @@ class FuzzExecutor:
             started.unlink()
         remaining = run.options.slice_s - run.fuzz_s
         # Start-up is not slice time, but restarts are not free: the wall clock caps them.
-        in_time = time.monotonic() - run.started < 2 * run.options.slice_s + _MIN_RUN_S
+        in_time = time.monotonic() - run.started < 2 * run.options.slice_s + _RESTART_ALLOWANCE_S
         if ran and in_time and (early or run.proc.returncode != 0) and remaining >= _MIN_RUN_S:
             run.restarts += 1
             self._launch(run)
