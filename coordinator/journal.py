@@ -9,7 +9,7 @@ just became durable: only those may be announced (`queue/`, `crashes/`, `hangs/`
 After a SIGKILL everything unflushed is lost and simply redone; everything flushed is exact, and
 queue and finding ids continue from the durable maximum + 1 (unflushed ids were never shown).
 
-Work item lifecycle (DESIGN.md section 6)::
+Work item lifecycle (docs/design.md, "Leases, the journal and recovery")::
 
     pending --lease(token)--> leased(token) --commit(token)--> done(status)
        ^                         |  \\--fail(token)--> failed

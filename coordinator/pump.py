@@ -3,7 +3,7 @@
 It drains `Improbe`/`Mrecv` into bytes, posts queued `Isend`s, tests outstanding send
 requests, backs off when idle (yield first, then sleep; woken at once when a send is queued),
 and hands received messages to the event loop in batches with one `call_soon_threadsafe` per
-drain (one per message costs GIL ping-pong; DESIGN.md section 5).
+drain (one per message costs GIL ping-pong; docs/design.md, "Pipelining").
 
 Under an MPI with ULFM (Open MPI's `mpiexec --with-ft ulfm`), a dead peer makes
 `Improbe(ANY_SOURCE)` raise ERR_PROC_FAILED (and `Testsome` ERR_IN_STATUS for a send to it).

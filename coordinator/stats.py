@@ -57,7 +57,7 @@ class Stats:
     def quarantined(self, reason: Reason) -> None:
         self.quarantine.add(reason)
 
-    # --- conservation (DESIGN.md section 7) ----------------------------------------------------
+    # --- conservation (docs/design.md, "Conservation") ----------------------------------------------
 
     def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
         q = self.quarantine.total

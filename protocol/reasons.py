@@ -7,7 +7,7 @@ from typing import Iterator, Mapping
 
 
 class Reason(str, enum.Enum):
-    """Outcome of fencing one RESULT, in precedence order (DESIGN.md section 4)."""
+    """Outcome of fencing one RESULT, in precedence order (docs/design.md, "The fence")."""
 
     MALFORMED = "malformed"
     INCOMPATIBLE = "incompatible"

@@ -4,6 +4,7 @@ target cannot shadow it, and a wheel built with `pip` installs only `symfence` a
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -64,9 +65,12 @@ def test_user_modules_named_like_symfence_parts_do_not_shadow_it(tmp_path):
 def test_a_built_wheel_holds_only_symfence_and_runs_a_campaign_installed(tmp_path):
     """`pip wheel .`, then that wheel installed into a folder of its own and put first on the path
     (so neither the editable install nor the checkout is used); dependencies come from this venv."""
-    wheels = tmp_path / "wheels"
+    wheels, source = tmp_path / "wheels", tmp_path / "source"
+    # Build from a clean copy: setuptools' in-tree build/ folder must not leak stale files.
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".venv*", ".git", "build", "dist", "out", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "results"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                            "-w", str(wheels), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            "-w", str(wheels), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next(wheels.glob("symfence-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

@@ -135,3 +135,27 @@ def test_resume_applies_added_targets_and_run_time_settings(tmp_path):
     changes = check_resume(parse({**_cfg(targets=["a:t", "b:t"], duration_s=5.0), "dispatch": {"depth": 4}}), tmp_path)
     assert changes.added_targets == ("b:t",)
     assert set(changes.changed_keys) == {"campaign.duration_s", "dispatch.depth"}
+
+
+@pytest.mark.mpi
+def test_resume_with_a_new_target_fuzzes_it_and_a_refused_change_starts_nothing(tmp_path):
+    from tests.mpi_helpers import run_campaign
+
+    def cfg(targets, **options):
+        return {"campaign": {"targets": targets, "duration_s": 60},
+                "concolic": {"options": {"exec_timeout_s": 1.0, **options}}}
+
+    first = run_campaign(tmp_path, cfg(["examples.magic_header:target"]), ranks=2)
+    assert first.code == 0, first.stderr[-2000:]
+    assert [p.name for p in (first.out / "crashes").iterdir()] == \
+        ["id:000000,sig:examples.magic_header.MagicHeaderBug,target:examples.magic_header.target"]
+    refused = run_campaign(tmp_path, cfg(["examples.magic_header:target"], exec_timeout_s=2.0), ranks=2,
+                           out=first.out, extra_args=["--resume"])
+    assert refused.code == 2 and "concolic.options: changed since the campaign" in refused.stderr
+    second = run_campaign(tmp_path, cfg(["examples.magic_header:target", "examples.checksum:target"]), ranks=2,
+                          out=first.out, extra_args=["--resume"])
+    assert second.code == 0, second.stderr[-2000:]
+    changed = [e for e in second.events() if e["event"] == "campaign.config_changed"]
+    assert changed and changed[-1]["added_targets"] == ["examples.checksum:target"]
+    crashes = sorted(p.name for p in (first.out / "crashes").iterdir())
+    assert crashes[-1] == "id:000001,sig:examples.checksum.ChecksumBug,target:examples.checksum.target", crashes

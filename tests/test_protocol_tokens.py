@@ -1,4 +1,4 @@
-"""Token derivation matches DESIGN.md's vectors; the minter never repeats; work ids ignore tokens."""
+"""Token derivation matches the design's vectors (docs/design.md); the minter never repeats; work ids ignore tokens."""
 
 import pytest
 

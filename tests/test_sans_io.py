@@ -1,4 +1,4 @@
-"""protocol/ is sans-IO: it imports no MPI, asyncio, structlog or uvloop (DESIGN.md section 1)."""
+"""protocol/ is sans-IO: it imports no MPI, asyncio, structlog or uvloop (docs/design.md, "Processes and code layout")."""
 
 import ast
 import pathlib
