@@ -24,7 +24,7 @@ from symfence.coordinator import log as logsetup
 from symfence.coordinator.afl import AflState, plot_header
 from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
 from symfence.coordinator.aflsync import AflSide, sync_origin
-from symfence.coordinator.config import PYTHON_EXECUTORS
+from symfence.coordinator.config import PYTHON_EXECUTORS, executor_options  # noqa: F401 (re-exported)
 from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.hybrid import HybridPlan, Stage
@@ -45,19 +45,6 @@ from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag
 from symfence.protocol.reasons import Reason
 
 log = structlog.get_logger()
-
-
-def executor_options(cfg: Config) -> dict[str, Any]:
-    """The per-work executor options (part of every work_id)."""
-    if cfg["campaign.executor"] == "synthetic":
-        s = cfg.section("synthetic")
-        return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
-    if cfg["campaign.executor"] == "native":
-        return dict(cfg["native.options"])
-    options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
-    if cfg["concolic.instrument"]:  # modules rewritten besides the target's package (a string on the wire)
-        options["instrument"] = ",".join(cfg["concolic.instrument"])
-    return options
 
 
 def load_seeds(cfg: Config) -> list[bytes]:

@@ -287,6 +287,23 @@ def target_spec_problem(spec: str) -> str | None:
     return None
 
 
+def executor_options(cfg: Config) -> dict[str, Any]:
+    """The per-work executor options (part of every work_id; --resume refuses to change them)."""
+    if cfg["campaign.executor"] == "synthetic":
+        s = cfg.section("synthetic")
+        return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
+    if cfg["campaign.executor"] == "native":
+        return dict(cfg["native.options"])
+    options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
+    if cfg["concolic.instrument"]:  # modules rewritten besides the target's package (a string on the wire)
+        options["instrument"] = ",".join(cfg["concolic.instrument"])
+    return options
+
+
+# Where each executor_options key comes from in the config (for one-line errors).
+OPTION_KEYS = {"cov_include": "coverage.include", "instrument": "concolic.instrument"}
+
+
 def load(path: str | Path) -> Config:
     p = Path(path)
     try:

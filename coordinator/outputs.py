@@ -19,7 +19,9 @@ class FindingClass(str, enum.Enum):
 def finding_class(kind: str, detail: str) -> FindingClass:
     if kind == "hang":
         return FindingClass.HANG
-    return FindingClass.OOM if crash_signature(detail).startswith("MemoryError ") else FindingClass.CRASH
+    if crash_signature(detail).startswith("MemoryError ") or "ERROR: libFuzzer: out-of-memory" in detail:
+        return FindingClass.OOM  # Python's MemoryError (RLIMIT_AS), or libFuzzer's -rss_limit_mb in a fuzz slice
+    return FindingClass.CRASH
 
 
 def crash_signature(detail: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from symfence.coordinator import interrupt
-from symfence.coordinator.config import PYTHON_EXECUTORS, Config
+from symfence.coordinator.config import OPTION_KEYS, PYTHON_EXECUTORS, Config, executor_options
 
 CONFIG_SNAPSHOT = "campaign.json"
 # `symfence run` sets this to the digest of the targets it has imported successfully, so rank 0
@@ -159,13 +159,11 @@ def save_snapshot(cfg: Config, out: Path) -> None:
     os.replace(tmp, path)
 
 
-def _executor_options(values: dict[str, Any]) -> dict[str, Any]:
-    if values["campaign"]["executor"] == "synthetic":
-        s = values["synthetic"]
-        return {k: s.get(k) for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
-    if values["campaign"]["executor"] == "native":
-        return dict(values.get("native", {}).get("options", {}))
-    return dict(values["concolic"]["options"])
+def _work_options(values: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return executor_options(Config(values))
+    except KeyError:  # a snapshot from a version with other sections: compare what both have
+        return {}
 
 
 def check_resume(cfg: Config, out: Path) -> ResumeChanges:
@@ -182,12 +180,13 @@ def check_resume(cfg: Config, out: Path) -> ResumeChanges:
     if before_exec != now_exec:
         raise PreflightError("campaign.executor", f"changed from {before_exec!r} to {now_exec!r} since the"
                              f" campaign in {out} started; its work is for {before_exec!r} (use a new --out)")
-    old_opts, new_opts = _executor_options(saved), _executor_options(now)
-    if old_opts != new_opts:
+    old_opts, new_opts = _work_options(saved), _work_options(now)
+    if old_opts and old_opts != new_opts:
         keys = sorted(k for k in set(old_opts) | set(new_opts) if old_opts.get(k) != new_opts.get(k))
+        section = {"synthetic": "synthetic.", "native": "native.options."}.get(now_exec, "concolic.options.")
+        names = [OPTION_KEYS.get(k, section + k) for k in keys]
         detail = ", ".join(f"{k} {old_opts.get(k, 'default')!r} -> {new_opts.get(k, 'default')!r}" for k in keys)
-        section = {"synthetic": "synthetic", "native": "native.options"}.get(now_exec, "concolic.options")
-        raise PreflightError(section, f"changed since the campaign in {out} started ({detail}); every queued"
+        raise PreflightError(names[0], f"changed since the campaign in {out} started ({detail}); every queued"
                              " work item was made with the old options (use a new --out)")
     before_targets = list(saved["campaign"]["targets"])
     removed = [t for t in before_targets if t not in cfg["campaign.targets"]]

@@ -30,7 +30,7 @@ USER_FILES = {
         "    if len(data) > 3 and data.startswith(MAGIC) and data[3] == 0x21:\n"
         "        raise Found('own protocol module used')\n"
     ),
-    "campaign.toml": '[campaign]\ntargets = ["mytarget:target"]\nduration_s = 60\nranks = 2\n',
+    "campaign.toml": '[campaign]\nexecutor = "concolic"\ntargets = ["mytarget:target"]\nduration_s = 60\nranks = 2\n',
 }
 
 

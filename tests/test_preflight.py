@@ -120,7 +120,9 @@ def _cfg(**campaign) -> dict:
 
 @pytest.mark.parametrize(("before", "after", "key", "words"), [
     (_cfg(), {"campaign": {"executor": "synthetic", "targets": ["a:t"]}}, "campaign.executor", "'concolic' to 'synthetic'"),
-    (_cfg(), {**_cfg(), "concolic": {"options": {"exec_timeout_s": 2.0}}}, "concolic.options", "exec_timeout_s"),
+    (_cfg(), {**_cfg(), "concolic": {"options": {"exec_timeout_s": 2.0}}}, "concolic.options.exec_timeout_s",
+     "exec_timeout_s 'default' -> 2.0"),
+    (_cfg(), {**_cfg(), "coverage": {"include": ["a"]}}, "coverage.include", "cov_include '' -> 'a'"),
     (_cfg(targets=["a:t", "b:t"]), _cfg(), "campaign.targets", "b:t removed"),
 ])
 def test_resume_refuses_a_change_that_would_orphan_the_journal(tmp_path, before, after, key, words):
@@ -142,7 +144,7 @@ def test_resume_with_a_new_target_fuzzes_it_and_a_refused_change_starts_nothing(
     from tests.mpi_helpers import run_campaign
 
     def cfg(targets, **options):
-        return {"campaign": {"targets": targets, "duration_s": 60},
+        return {"campaign": {"executor": "concolic", "targets": targets, "duration_s": 60},
                 "concolic": {"options": {"exec_timeout_s": 1.0, **options}}}
 
     first = run_campaign(tmp_path, cfg(["examples.magic_header:target"]), ranks=2)
@@ -151,7 +153,7 @@ def test_resume_with_a_new_target_fuzzes_it_and_a_refused_change_starts_nothing(
         ["id:000000,sig:examples.magic_header.MagicHeaderBug,target:examples.magic_header.target"]
     refused = run_campaign(tmp_path, cfg(["examples.magic_header:target"], exec_timeout_s=2.0), ranks=2,
                            out=first.out, extra_args=["--resume"])
-    assert refused.code == 2 and "concolic.options: changed since the campaign" in refused.stderr
+    assert refused.code == 2 and "concolic.options.exec_timeout_s: changed since the campaign" in refused.stderr
     second = run_campaign(tmp_path, cfg(["examples.magic_header:target", "examples.checksum:target"]), ranks=2,
                           out=first.out, extra_args=["--resume"])
     assert second.code == 0, second.stderr[-2000:]
