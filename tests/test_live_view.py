@@ -54,3 +54,8 @@ def test_live_view_of_a_real_campaign_on_a_terminal(tmp_path):
     assert re.search(r"solver \d+\.\ds over [1-9]\d* queries, \d+ timed out", final), final
     assert re.search(r"memory: coordinator [1-9]\d* MB, workers [1-9]\d* MB", final), final
     assert "  fence   quarantined" not in final  # nothing quarantined, so the fence's counters stay out of the way
+
+
+def test_task_errors_stand_out_in_both_views():
+    assert "TASK ERRORS 7" in render(_snap(task_errors=7))
+    assert "task errors 7" in render_lines(_snap(task_errors=7))[2]
