@@ -42,6 +42,7 @@ class InFlight:
         self._sent_to: dict[Rank, int] = {}
         self.committed = RecentTokens(window)
         self.revoked_tokens = RecentTokens(window)
+        self.banned_ranks: set[Rank] = set()  # filled by coordinator.peers when it bans a rank
 
     # --- FenceView ------------------------------------------------------------------------------
 
@@ -57,6 +58,13 @@ class InFlight:
 
     def in_flight_count(self, rank: Rank) -> int:
         return len(self._by_rank.get(rank, ()))
+
+    def banned(self, rank: Rank) -> bool:
+        return rank in self.banned_ranks
+
+    def work_id_of(self, token: DispatchToken) -> WorkId | None:
+        d = self._by_token.get(token)
+        return None if d is None else d.work_id
 
     # --- mutation ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ raise anything else, whatever the bytes (property-tested).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
@@ -36,6 +37,15 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+# Every integer and number on the wire is range-checked: a value the journal (SQLite INTEGER,
+# signed 64-bit), a running sum or a JSON log cannot hold is MALFORMED, never an error later.
+INT_MAX = (1 << 53) - 1  # identifiers, versions: exact in JSON and far inside int64
+COUNT_MAX = (1 << 32) - 1  # per-message counts that get summed (execs, stats): 2**31 sums fit int64
+SECONDS_MAX = 1e7  # durations (about 116 days)
+NEW_BITS_MAX = 2  # 0 nothing new, 1 new hit count, 2 new edge
+MAX_INFO_KEYS = 64
+_INFO_KEY = re.compile(r"[\x21-\x7e]{1,64}")  # printable ASCII, no space
 
 
 class RemoteProtocolError(Exception):
@@ -148,16 +158,16 @@ class _Fields:
             f"{self.what}.{key}: expected {expected}, got {type(self.m.get(key)).__name__}",
         )
 
-    def int(self, key: str, *, minimum: int = 0) -> int:
+    def int(self, key: str, *, minimum: int = 0, maximum: int = INT_MAX) -> int:
         v = self.m.get(key)
-        if type(v) is not int or v < minimum:
-            raise self._bad(key, f"int >= {minimum}")
+        if type(v) is not int or not minimum <= v <= maximum:
+            raise self._bad(key, f"int in [{minimum}, {maximum}]")
         return v
 
-    def float(self, key: str) -> float:
+    def float(self, key: str, *, maximum: float = SECONDS_MAX) -> float:
         v = self.m.get(key)
-        if type(v) not in (int, float) or not math.isfinite(v) or v < 0:
-            raise self._bad(key, "finite float >= 0")
+        if type(v) not in (int, float) or not math.isfinite(v) or not 0 <= v <= maximum:
+            raise self._bad(key, f"finite number in [0, {maximum:g}]")
         return float(v)
 
     def str(self, key: str, *, hex64: bool = False) -> str:
@@ -199,17 +209,32 @@ class _Fields:
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _scalar_map(m: dict[str, Any], what: str) -> dict[str, Any]:
+def _scalar_ok(v: Any, limits: Limits) -> bool:
+    t = type(v)
+    if t is int:
+        return -INT_MAX <= v <= INT_MAX
+    if t is float:
+        return math.isfinite(v)
+    if t is str:
+        return len(v) <= limits.max_text_bytes
+    return t is bool or v is None
+
+
+def _scalar_map(m: dict[str, Any], what: str, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
     for k, v in m.items():
-        if type(k) is not str or type(v) not in _SCALARS:
-            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: values must be scalars")
+        if type(k) is not str or not _scalar_ok(v, limits):
+            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: values must be scalars in range")
     return m
 
 
-def _int_map(m: dict[str, Any], what: str) -> dict[str, int]:
+def _int_map(m: dict[str, Any], what: str, maximum: int = COUNT_MAX) -> dict[str, int]:
+    if len(m) > MAX_INFO_KEYS:
+        raise RemoteProtocolError(Reason.MALFORMED, f"{what}: more than {MAX_INFO_KEYS} keys")
     for k, v in m.items():
-        if type(k) is not str or type(v) is not int:
-            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: values must be ints")
+        if type(k) is not str or _INFO_KEY.fullmatch(k) is None:
+            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: keys must be 1-64 printable ASCII characters")
+        if type(v) is not int or not 0 <= v <= maximum:
+            raise RemoteProtocolError(Reason.MALFORMED, f"{what}.{k}: expected int in [0, {maximum}]")
     return m
 
 
@@ -273,14 +298,15 @@ def _result_body(obj: dict[str, Any], limits: Limits) -> Result:
                 sha256=c.str("sha256", hex64=True),
                 trace=c.bytes("trace", limit=limits.max_candidate_bytes),
                 kind=c.enum("kind", Status),
-                bound=c.int("bound"),
-                new_bits=c.int("new_bits"),
+                bound=c.int("bound", maximum=COUNT_MAX),
+                new_bits=c.int("new_bits", maximum=NEW_BITS_MAX),
                 detail=c.str("detail"),
             )
         )
     cost_map = f.map("cost")
     c = _Fields(cost_map, "cost", limits)
-    cost = Cost(c.float("wall_s"), c.float("cpu_s"), c.float("solver_s"), c.int("execs"))
+    cost = Cost(c.float("wall_s"), c.float("cpu_s"), c.float("solver_s"),
+                c.int("execs", maximum=COUNT_MAX))
     result = Result(
         token=DispatchToken(""),
         work_id=work_id,
@@ -324,13 +350,69 @@ def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
         sha256=f.str("sha256", hex64=True),
         executor=f.str("executor"),
         target=f.str("target"),
-        bound=f.int("bound"),
-        options=_scalar_map(f.map("options"), "work.options"),
+        bound=f.int("bound", maximum=COUNT_MAX),
+        options=_scalar_map(f.map("options"), "work.options", limits),
         deadline_s=f.float("deadline_s"),
         cov_version=f.int("cov_version"),
         cov_delta=f.bytes("cov_delta", limit=limits.max_message_bytes),
-        attempt=f.int("attempt", minimum=1),
+        attempt=f.int("attempt", minimum=1, maximum=COUNT_MAX),
     )
+
+
+# What a worker may put in the info map of each CONTROL kind it sends. A listed key must have
+# its type; any other key must be 1-64 printable ASCII characters with a range-checked count, duration or
+# short string (so a handler can log or sum it, and never meets a value it cannot hold).
+# Kinds the coordinator sends (SETUP, CANCEL, STOP) carry scalars or maps of scalars.
+_COUNT, _SECONDS, _TEXT, _COUNTS = "count", "seconds", "text", "counts"
+INFO_SCHEMA: dict[ControlKind, dict[str, str]] = {
+    ControlKind.HELLO: {"host": _TEXT, "pid": _COUNT},
+    ControlKind.HEARTBEAT: {"work_received": _COUNT, "busy_s": _SECONDS},
+    ControlKind.STOP_ACK: {"results_sent": _COUNT, "busy_s": _SECONDS, "work_received": _COUNT,
+                           "max_held": _COUNT, "faults": _COUNTS},
+}
+_INFO_TEXT_BYTES = 256
+
+
+def _info_value(kind: str, v: Any) -> bool:
+    t = type(v)
+    if kind == _COUNT:
+        return t is int and 0 <= v <= COUNT_MAX
+    if kind == _SECONDS:
+        return t in (int, float) and math.isfinite(v) and 0 <= v <= SECONDS_MAX
+    if kind == _TEXT:
+        return t is str and len(v) <= _INFO_TEXT_BYTES
+    return False
+
+
+def _worker_info(kind: ControlKind, info: dict[str, Any]) -> dict[str, Any]:
+    schema = INFO_SCHEMA[kind]
+    if len(info) > MAX_INFO_KEYS:
+        raise RemoteProtocolError(Reason.MALFORMED, f"control.info: more than {MAX_INFO_KEYS} keys")
+    for k, v in info.items():
+        if type(k) is not str or _INFO_KEY.fullmatch(k) is None:
+            raise RemoteProtocolError(Reason.MALFORMED, "control.info: keys must be 1-64 printable ASCII characters")
+        want = schema.get(k)
+        if want == _COUNTS:
+            if type(v) is not dict:
+                raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a map")
+            _int_map(v, f"control.info.{k}")
+        elif want is not None:
+            if not _info_value(want, v):
+                raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected {want} in range")
+        elif not any(_info_value(w, v) for w in (_COUNT, _SECONDS, _TEXT)):
+            raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a count, duration or short text")
+    return info
+
+
+def _nested_scalars(info: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    for k, v in info.items():
+        if type(k) is not str:
+            raise RemoteProtocolError(Reason.MALFORMED, "control.info: keys must be str")
+        if type(v) is dict:
+            _scalar_map(v, f"control.info.{k}", limits)
+        elif not _scalar_ok(v, limits):
+            raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a scalar in range")
+    return info
 
 
 def decode_control(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Control:
@@ -341,7 +423,5 @@ def decode_control(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Control:
     if not all(is_valid_token(t) for t in tokens):
         raise RemoteProtocolError(Reason.MALFORMED, "control.tokens: not 64 lowercase hex")
     info = f.map("info")
-    for k in info:
-        if type(k) is not str:
-            raise RemoteProtocolError(Reason.MALFORMED, "control.info: keys must be str")
+    info = _worker_info(kind, info) if kind in INFO_SCHEMA else _nested_scalars(info, limits)
     return Control(kind=kind, tokens=tuple(DispatchToken(t) for t in tokens), info=info)

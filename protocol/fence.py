@@ -23,6 +23,12 @@ class FenceView(Protocol):
 
     def in_flight_count(self, rank: Rank) -> int: ...
 
+    def work_id_of(self, token: DispatchToken) -> str | None:
+        """The work_id dispatched under an in-flight token."""
+
+    def banned(self, rank: Rank) -> bool:
+        """True once the rank has been banned for sending garbage: its frames are not decoded."""
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -45,6 +51,10 @@ def classify_result(result: Result, source: Rank, view: FenceView) -> Verdict:
     common = dict(result=result, token=token, work_id=result.work_id)
     if owner is not None:
         if owner == source:
+            dispatched = view.work_id_of(token)
+            if dispatched is not None and dispatched != result.work_id:
+                return Verdict(Reason.MISMATCHED, detail=f"work_id differs from the dispatched {dispatched[:16]}",
+                               **common)
             return Verdict(Reason.CURRENT, **common)
         return Verdict(Reason.MISROUTED, owner=owner, detail=f"token owned by rank {owner}", **common)
     if view.recently_committed(token):
@@ -60,6 +70,8 @@ def classify(
     frame: bytes, source: Rank, view: FenceView, limits: Limits = DEFAULT_LIMITS
 ) -> Verdict:
     """Decode and classify one RESULT frame. Never raises: every input yields a Verdict."""
+    if view.banned(source):  # judged on the source alone, before a byte is decoded
+        return Verdict(Reason.BANNED, detail="source rank is banned")
     try:
         result = decode_result(frame, limits)
     except RemoteProtocolError as exc:

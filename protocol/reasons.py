@@ -18,6 +18,9 @@ class Reason(str, enum.Enum):
     EXPIRED = "expired"
     UNOWNED = "unowned"
     STALE = "stale"
+    # Added later, so they render last (the table in DESIGN.md / README gives the precedence):
+    MISMATCHED = "mismatched"  # current token, but not the work_id dispatched under it
+    BANNED = "banned"  # the source rank is banned: the frame is counted, never decoded
 
 
 # Every reason except CURRENT quarantines. This order is the stable rendering order.

@@ -38,6 +38,12 @@ class View:
     def in_flight_count(self, rank):
         return sum(1 for r in self.flight.values() if r == rank)
 
+    def work_id_of(self, token):
+        return WID if token in self.flight else None
+
+    def banned(self, rank):
+        return rank == 9
+
 
 def result(token=T1, **kw) -> Result:
     base = dict(
@@ -99,6 +105,8 @@ ROWS = [
     ("unowned", frame(token=NEVER), 3, Reason.UNOWNED),
     ("duplicate beats unowned", frame(token=DONE), 3, Reason.DUPLICATE),
     ("stale", frame(token=NEVER), 1, Reason.STALE),
+    ("mismatched", frame(work_id="cd" * 32), 1, Reason.MISMATCHED),
+    ("banned beats everything", frame(), 9, Reason.BANNED),
 ]
 
 
