@@ -27,10 +27,12 @@ from symfence.coordinator.aflsync import AflSide, sync_origin
 from symfence.coordinator.config import PYTHON_EXECUTORS, executor_options  # noqa: F401 (re-exported)
 from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
+from symfence.coordinator.confirm import Claim, Confirmations
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import Journal, NewEntry, NewFinding
 from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
+from symfence.coordinator.peers import PeerPolicy, Peers, PeerState
 from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.reconcile import reconcile
 from symfence.coordinator.scheduler import Scheduler, WorkItem
@@ -71,8 +73,10 @@ class Coordinator:
         *,
         status: StatusLine | None = None,
         clock: Callable[[], float] = time.monotonic,
+        peers_comm: Any = None,
     ) -> None:
         self.cfg = cfg
+        self.peers_comm = peers_comm  # the fault injector's side channel: drained, never read
         self.comm = comm
         self.out = out
         self.journal = journal
@@ -121,6 +125,12 @@ class Coordinator:
         self._t0 = clock()
         self.pump: Pump | None = None
         self.afl_sync = AflSide.from_config(cfg, out)  # AFL++ side by side, or None
+        # Issue 10: per-rank health, bans and caps (peers.py), crash/hang claims (confirm.py).
+        self.peers = Peers(PeerPolicy.from_config(cfg), clock)
+        self.claims = Confirmations(self.corpus_executor, self.options)
+        self.stop_sent: set[Rank] = set()
+        self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
+        self._turn_scheduled = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -130,6 +140,8 @@ class Coordinator:
         self.pump = Pump(
             self.comm, loop, self._on_batch, self._on_failed,
             poll_cap_s=self.cfg["mpi.poll_cap_ms"] / 1000, batch=self.cfg["mpi.batch"],
+            max_frame_bytes=self.limits.max_message_bytes,
+            discard=() if self.peers_comm is None else (self.peers_comm,),
         )
         self.pump.start()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -317,15 +329,21 @@ class Coordinator:
         stop = encode(Control(ControlKind.STOP))
         # Lost (silent) workers get STOP too: a hung worker that wakes up must be able to exit;
         # after a start-up failure, so do workers whose HELLO was not read yet.
-        told = set(self.workers) - self.failed if self.failure else self.alive | (self.lost - self.failed)
+        # Banned ranks get STOP too, and only now (one stopped earlier would wait in MPI_Finalize).
+        banned = set(self.peers.ranks_in(PeerState.BANNED)) - self.failed
+        told = set(self.workers) - self.failed if self.failure else self.alive | (self.lost - self.failed) | banned
         for rank in sorted(told):
+            self.stop_sent.add(rank)
             self.pump.send(rank, Tag.CONTROL, stop)
+        # Only the acks of ranks that are alive and were sent STOP count (issue 10): an ack from a
+        # rogue or a returned lost rank neither ends the wait nor stands in for a real one.
         ack_until = self.clock() + self.cfg["dispatch.stop_timeout_s"]
-        while set(self.stop_acks) < self.alive and self.clock() < ack_until:
+        while not (self.alive & self.stop_sent) <= set(self.stop_acks) and self.clock() < ack_until:
             await self._wait_change(0.05)
-        missing = sorted(self.alive - set(self.stop_acks))
+        missing = sorted((self.alive & self.stop_sent) - set(self.stop_acks))
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
+        self.claims.abandoned += len(self.claims.pending)
         self.unstopped = missing
         clean = not missing and self.pump.error is None and self.failure is None
         for write in (lambda: self.journal.end_run(clean=clean), self._flush, self._write_stats):
@@ -399,6 +417,10 @@ class Coordinator:
             log.warning("task.expired", token=d.token[:16], worker=d.rank, work_id=d.work_id[:16],
                         after_s=round(now - d.sent_at, 3))
             self._revoke(d.token, Revocation.EXPIRED)
+            others = any(r != d.rank and r in self.alive and self.peers.capacity(r, self.depth) for r in self.workers)
+            if self.peers.expired(d.rank, others=others):
+                log.error("worker.suspended", worker=d.rank, strikes=self.peers.peer(d.rank).strikes,
+                          until_s=round(self.peers.suspended_until(d.rank) - now, 3))
         self._fill()
 
     def _check_lost(self, now: float) -> None:
@@ -433,7 +455,7 @@ class Coordinator:
             self.request_stop("duration reached")
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
-        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.inflight) \
+        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.claims.queue) and not len(self.inflight) \
                 and self.afl_sync is None:
             self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out
 
@@ -445,11 +467,17 @@ class Coordinator:
         for rank in self.workers:
             if rank not in self.alive:
                 continue
-            for _ in range(self.depth - self.inflight.in_flight_count(rank)):
-                item = self.plan.pick(rank, self.scheduler)
+            view = self.scheduler.for_rank(rank, lambda it, r=rank: self._elsewhere(it, r))
+            for _ in range(self.peers.capacity(rank, self.depth) - self.inflight.in_flight_count(rank)):
+                item = self.claims.queue.pop_for(rank, view.elsewhere) or self.plan.pick(rank, view)
                 if item is None:
                     break
                 self._dispatch(rank, item)
+
+    def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
+        """Whether a rank other than `rank` that the item has not failed on could take it."""
+        return any(r != rank and r in self.alive and r not in item.avoid and self.peers.capacity(r, self.depth)
+                   for r in self.workers)
 
     def _dispatch(self, rank: Rank, item: WorkItem) -> None:
         token = self.minter.mint(rank)
@@ -457,8 +485,8 @@ class Coordinator:
         self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
         self.leased[token] = item
         self.afl.cur_item = item.queue_id or 0
-        if not item.stage:  # fuzz slices are transient: fenced by token, not leased in the journal
-            self.journal.lease(item.work_id, token)
+        if not item.stage and not item.confirm:  # fuzz slices and crash re-runs are transient: fenced
+            self.journal.lease(item.work_id, token)  # by token, not leased in the journal
         failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
@@ -481,8 +509,17 @@ class Coordinator:
         setattr(self.stats, why.value, getattr(self.stats, why.value) + 1)
         charge = why is Revocation.EXPIRED if charge is None else charge
         attempts = item.attempts + charge
+        avoid = item.avoid if why is Revocation.CANCELLED else item.avoid | {d.rank}
         if item.stage:
             self.plan.slice_ended(item, committed=False)  # not redone: the next slice starts afresh
+        elif item.confirm:
+            if why is Revocation.CANCELLED or (charge and attempts >= self.cfg["dispatch.max_attempts"]):
+                claim = self.claims.take(item.work_id)
+                if claim is not None:
+                    self.claims.abandoned += 1
+                    self.peers.claim_done(claim.source)
+            else:
+                self.claims.queue.requeue(replace(item, attempts=attempts, avoid=avoid))
         elif charge and attempts >= self.cfg["dispatch.max_attempts"]:
             self.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
             self.stats.work_failed += 1
@@ -490,7 +527,7 @@ class Coordinator:
         else:
             self.journal.requeue(item.work_id, token, why.value, charge=charge)
             if why is not Revocation.CANCELLED:
-                self.scheduler.requeue(replace(item, attempts=attempts))
+                self.scheduler.requeue(replace(item, attempts=attempts, avoid=avoid))
         if notify and d.rank in self.alive:
             self.pump.send(d.rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, (token,))))
 
@@ -502,16 +539,52 @@ class Coordinator:
             self.alive.clear()
             self.request_stop("MPI pump failed")
         for m in batch:
+            if not self.peers.enqueue(Rank(m.source), m):
+                self._ban(Rank(m.source), f"more than {self.peers.policy.backlog_frames} frames waiting", flood=True)
+        self._turn()
+
+    def _turn(self) -> None:
+        """Handle one fair turn of what the ranks sent (peers.py bounds each rank's share), then
+        let the loop run other work before the next turn."""
+        self._turn_scheduled = False
+        for source, m in self.peers.turn(lambda m: len(m.frame)):
             if m.tag == Tag.RESULT:
-                self._on_result(Rank(m.source), m.frame)
+                self._on_result(source, m.frame, m.oversized)
             elif m.tag == Tag.CONTROL:
-                self._on_control(Rank(m.source), m.frame)
+                self._on_control(source, m.frame, m.oversized)
+            elif self.peers.banned(source):
+                self.control_banned += 1
             else:
                 self.stats.control_rejected += 1
-                log.warning("message.unexpected_tag", worker=m.source, tag=m.tag)
+                log.warning("message.unexpected_tag", worker=source, tag=m.tag)
+                self._garbage(source, len(m.frame))
+        if self.peers.pending() and not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._turn)
         self._fill()
         self._check_finished()
         self._changed.set()
+
+    def _garbage(self, source: Rank, size: int = 0) -> None:
+        if self.peers.garbage(source, size):
+            self._ban(source, f"kept sending garbage (score over {self.peers.policy.ban_garbage:g})")
+
+    def _ban(self, rank: Rank, why: str, *, flood: bool = False) -> None:
+        """Stop dispatching to and decoding from a rank for good and requeue its work. It gets
+        STOP with the others at the end (a rank that stops early would wait in MPI_Finalize)."""
+        if rank not in self.workers or not self.peers.ban(rank, flood=flood):
+            return
+        self.inflight.banned_ranks.add(rank)
+        tokens = self.inflight.tokens_of(rank)
+        log.error("worker.banned", worker=rank, reason=why, requeued=len(tokens))
+        self.alive.discard(rank)
+        self.lost.discard(rank)
+        for token in tokens:
+            self._revoke(token, Revocation.LOST, notify=False)
+        self._fill()
+        if not self.alive:
+            self.request_stop("all workers lost")
+
 
     def _on_failed(self, ranks: list[int]) -> None:
         """MPI (ULFM) reported these ranks dead."""
@@ -519,58 +592,86 @@ class Coordinator:
             self._lose_worker(Rank(rank), "MPI reported the process failed", failed=True)
         self._changed.set()
 
-    def _on_result(self, source: Rank, frame: bytes) -> None:
+    def _on_result(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         self.stats.results_received += 1
-        verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
+        if oversized and not self.inflight.banned(source):  # drained at the probe, never received
+            verdict = Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} > {self.limits.max_message_bytes}"
+                                                       " bytes (drained unread)")
+        else:
+            verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
         if verdict.reason is Reason.CURRENT:
             self._commit(source, verdict.result)  # ... commit ...
         else:
-            self._quarantine(source, verdict)  # ... or quarantine; both announce
+            self._quarantine(source, verdict, max(len(frame), oversized))  # ... or quarantine
 
-    def _quarantine(self, source: Rank, v: Verdict) -> None:
+
+    def _quarantine(self, source: Rank, v: Verdict, size: int = 0) -> None:
         self.stats.quarantined(v.reason)
+        if v.reason is Reason.BANNED:  # counted only: a banned rank cannot make us write logs
+            return
         log.warning("result.quarantined", reason=v.reason.value, source_rank=source,
                     token=(v.token or "")[:16] or None, work_id=v.work_id, owner_rank=v.owner, detail=v.detail)
+        self._garbage(source, size)
+
 
     def _commit(self, source: Rank, result: Result) -> None:
-        self.inflight.commit(result.token)
+        d = self.inflight.commit(result.token)
         item = self.leased.pop(result.token)
         st = self.stats
         st.committed += 1
         st.status_counts[result.status.value] += 1
-        st.record_result(source, result.cost.wall_s, result.cost.execs, result.cost.solver_s)
+        self.peers.committed(source)
+        # A result's claims are believed only as far as the time it took allows (peers.py).
+        elapsed = max(self.clock() - d.sent_at, 0.0)
+        execs = self.peers.plausible_execs(result.cost.execs, elapsed)
+        wall_s = min(result.cost.wall_s, elapsed)
+        st.record_result(source, wall_s, execs, min(result.cost.solver_s, elapsed))
         st.engine.add(item.target, result.stats, item.work_id)
+        if item.confirm:
+            self._confirmed(source, item, result)
+            return
         found_s = self.clock() - self._t0
         progress = self.targets[item.target]
         progress.tasks += 1
-        progress.execs += result.cost.execs
+        progress.execs += execs
         progress.errors += result.status is Status.ERROR
         self.solver_queries += int(result.stats.get("queries", 0))
         self.solver_timeouts += int(result.stats.get("unknown", 0))
         stage = self.plan.stage_of(item)
         fig = self.plan.figures[stage]
         fig.results += 1
-        fig.execs += result.cost.execs
-        fig.busy_s += result.cost.wall_s
-        self._merge_trace(result.trace, item.target, stage)
+        fig.execs += execs
+        fig.busy_s += wall_s
+        candidates = result.candidates
+        if len(candidates) > execs:  # every candidate costs the worker one execution
+            st.triage_rejected["over_work"] += len(candidates) - execs
+            candidates = candidates[:execs]
+            self._garbage(source)
+        traces = self._claimed_coverage(source, result, candidates, execs)
+        if traces is not None:
+            self._merge_trace(traces[0], item.target, stage)
         self.plan.add_tokens(item.target, result.tokens)
-        findings: list[NewFinding] = []
+        for c in candidates:  # claimed crashes and hangs: saved only once a re-run agrees
+            if c.kind in (Status.CRASH, Status.HANG) and sha256_hex(c.data) == c.sha256:
+                self._claim(c.kind, c.data, c.sha256, c.detail, item, source, found_s)
         if result.status in (Status.CRASH, Status.HANG):
-            self._finding(findings, result.status, item.data, item.sha256, result.error, item, found_s)
+            self._claim(result.status, item.data, item.sha256, result.error, item, source, found_s)
         elif result.status is Status.ERROR:
             if not st.first_error:
                 st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
             log.warning("task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
-        for c in result.candidates:
+        for i, c in enumerate(candidates):
             sha = sha256_hex(c.data)
             if sha != c.sha256:
                 st.triage_rejected["bad_sha256"] += 1
             elif c.kind in (Status.CRASH, Status.HANG):
-                self._finding(findings, c.kind, c.data, sha, c.detail, item, found_s)
-            elif (bits := self._merge_trace(c.trace, item.target, stage)) is None:
                 continue
-            elif bits == 0:
+            elif traces is None:
+                st.triage_rejected["coverage_cap"] += 1
+            elif traces[i + 1] is None:
+                st.triage_rejected["bad_trace"] += 1
+            elif (bits := self._merge_trace(traces[i + 1], item.target, stage)) == 0:
                 st.triage_rejected["no_new_bits"] += 1
             else:
                 wid = work_id_for(self.corpus_executor, item.target, sha, c.bound, self.options)
@@ -579,10 +680,10 @@ class Coordinator:
                                         work_id=wid, target=item.target))
         if item.stage:
             self.plan.slice_ended(item, committed=True)
-            receipt = self.journal.record_transient(item.work_id, new_entries=entries, findings=findings)
+            receipt = self.journal.record_transient(item.work_id, new_entries=entries, findings=[])
         else:
             receipt = self.journal.commit(item.work_id, result.token, status=result.status.value,
-                                          new_entries=entries, findings=findings)
+                                          new_entries=entries, findings=[])
         failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
             st.journal_fence_rejected += 1
@@ -593,23 +694,12 @@ class Coordinator:
         for e in receipt.entries:
             self._queue_entry(e)
             self.afl.entry(e.queue_id, e.parent, now)
+            self.journal.note_provenance("queue", e.queue_id, source)
         if receipt.entries:
             progress.corpus += len(receipt.entries)
             progress.last_find = now
         st.corpus += len(receipt.entries)
         fig.new_inputs += len(receipt.entries)
-        fig.crashes += sum(1 for f in receipt.findings if f.kind.value == "crash")
-        fig.hangs += sum(1 for f in receipt.findings if f.kind.value == "hang")
-        for f in receipt.findings:
-            if f.kind.value == "crash":
-                self.afl.crash(now, st.execs)
-                progress.crashes += 1
-            else:
-                self.afl.hang(now)
-                progress.hangs += 1
-            log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id, target=item.target,
-                        signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
-                        found_s=round(found_s, 2), worker=source)
 
     def _queue_entry(self, entry: Any) -> None:
         """A new durable-to-be corpus entry: the engine's queue (if it runs) and the fuzzer's."""
@@ -617,40 +707,117 @@ class Coordinator:
             self.scheduler.add(WorkItem.from_record(entry))
         self.plan.add_entry(entry.target, entry.data)
 
-    def _merge_trace(self, packed: bytes, target: str, stage: Stage) -> int | None:
-        if not packed:
+    def _merge_trace(self, trace: dict[int, int], target: str, stage: Stage) -> int:
+        if not trace:
             return 0
-        try:
-            trace = unpack_trace(packed)
-        except ValueError:
-            self.stats.triage_rejected["bad_trace"] += 1
-            return None
         seen = self.coverage.seen
         fresh = sum(1 for edge in trace if not seen[edge])  # edges it reached first
         self.targets[target].edges += fresh
         self.plan.figures[stage].edges_first += fresh
         return self.coverage.merge(trace)
 
-    def _finding(self, findings: list[NewFinding], kind: Status, data: bytes, sha: str, detail: str,
-                 item: WorkItem, found_s: float) -> None:
+    def _claimed_coverage(self, source: Rank, result: Result, candidates: tuple, execs: int) -> list | None:
+        """Decoded traces (the task's, then each candidate's; None for an undecodable one), or
+        None when together they claim more never-seen edges than the work allows (peers.py)."""
+        traces: list[dict[int, int] | None] = []
+        for packed in (result.trace, *(c.trace for c in candidates)):
+            try:
+                traces.append(unpack_trace(packed) if packed else {})
+            except ValueError:
+                traces.append(None)
+        if traces[0] is None:
+            self.stats.triage_rejected["bad_trace"] += 1
+            traces[0] = {}
+        seen = self.coverage.seen
+        new = {i for t in traces if t for i in t if not seen[i]}
+        allowance = self.peers.new_edge_allowance(source, execs)
+        if len(new) > allowance:
+            self.stats.triage_rejected["coverage_cap"] += 1
+            log.warning("result.coverage_capped", worker=source, token=result.token[:16], new_edges=len(new),
+                        allowed=allowance, execs=execs)
+            self._garbage(source)
+            return None
+        self.peers.spend_edges(source, len(new))
+        return traces
+
+
+    def _claim(self, kind: Status, data: bytes, sha: str, detail: str, item: WorkItem, source: Rank,
+               found_s: float) -> None:
+        """A crash/hang the result claims: saved only once a re-run agrees (confirm.py)."""
         if kind is Status.CRASH:
             self.stats.crashes_total += 1
-            sig = f"{item.target} {crash_signature(detail)}"
+            if f"{item.target} {crash_signature(detail)}" in self.crash_signatures:
+                self.stats.triage_rejected["known_crash"] += 1
+                return
+        if kind is Status.HANG:
+            self.tmouts += 1
+        if not self.peers.claim(source):
+            self.stats.triage_rejected["claims_backlog"] += 1
+            return
+        claim = Claim(kind, data, sha, detail, item.target, source, item.work_id, found_s, self.plan.stage_of(item))
+        task = self.claims.task_for(claim)
+        if not self.claims.queue.add(task):  # the same input is already claimed (or re-run)
+            self.peers.claim_done(source)
+            self.stats.triage_rejected["duplicate_claim"] += 1
+            return
+        self.claims.add(claim, task)
+
+
+    def _confirmed(self, source: Rank, item: WorkItem, result: Result) -> None:
+        """The re-run of a claimed crash/hang came back: save the finding if it agrees."""
+        claim = self.claims.take(item.work_id)
+        if claim is None:
+            return
+        self.peers.claim_done(claim.source)
+        if not self.claims.agrees(claim, result.status):
+            self.claims.unconfirmed += 1
+            log.warning("finding.unconfirmed", kind=claim.kind.value, claimed_by=claim.source, rerun_by=source,
+                        rerun_status=result.status.value, target=claim.target, sha256=claim.sha256[:16])
+            self._garbage(claim.source)
+            return
+        detail = result.error or claim.detail  # the re-running rank's own account
+        if claim.kind is Status.CRASH:
+            sig = f"{claim.target} {crash_signature(detail)}"
             if sig in self.crash_signatures:
                 self.stats.triage_rejected["known_crash"] += 1
                 return
             self.crash_signatures.add(sig)
-        if kind is Status.HANG:
-            self.tmouts += 1
-        findings.append(NewFinding(kind=kind.value, sha256=sha, data=data, detail=detail,
-                                   found_s=found_s, target=item.target))
+        self.claims.confirmed += 1
+        finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
+                             found_s=claim.found_s, target=claim.target)
+        now = time.time()
+        for f in self.journal.add_findings(claim.parent_work_id, [finding]):
+            self.journal.note_provenance(f.kind.value, f.finding_id, claim.source, source)
+            progress, fig = self.targets[claim.target], self.plan.figures[claim.stage]
+            if f.kind.value == "crash":
+                self.afl.crash(now, self.stats.execs)
+                progress.crashes += 1
+                fig.crashes += 1
+            else:
+                self.afl.hang(now)
+                progress.hangs += 1
+                fig.hangs += 1
+            log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id,
+                        target=claim.target,
+                        signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
+                        found_s=round(claim.found_s, 2), worker=claim.source, confirmed_by=source)
 
-    def _on_control(self, source: Rank, frame: bytes) -> None:
+
+    def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
+        if self.peers.banned(source):
+            self.control_banned += 1
+            return
+        if oversized:
+            self.stats.control_rejected += 1
+            log.warning("control.rejected", worker=source, reason="malformed", detail=f"oversized: {oversized} bytes")
+            self._garbage(source, oversized)
+            return
         try:
             ctl = decode_control(frame, self.limits)
         except RemoteProtocolError as exc:
             self.stats.control_rejected += 1
             log.warning("control.rejected", worker=source, reason=exc.reason.value, detail=exc.detail)
+            self._garbage(source, len(frame))
             return
         self.last_seen[source] = self.clock()
         if ctl.kind is ControlKind.HELLO:
@@ -661,16 +828,20 @@ class Coordinator:
         elif ctl.kind is ControlKind.HEARTBEAT:
             if source in self.lost and source not in self.failed and not self._stop.is_set():
                 self._readmit(source, ctl.tokens)
-            self._reconcile(source, set(ctl.tokens), int(ctl.info.get("work_received", 0)))
+            self._reconcile(source, set(ctl.tokens), ctl.info.get("work_received", 0))
             rss = ctl.info.get("rss_mb")
             if type(rss) is int:
                 self.worker_rss_mb[source] = rss
-        elif ctl.kind is ControlKind.STOP_ACK:
+        elif ctl.kind is ControlKind.STOP_ACK and source in self.stop_sent and source not in self.stop_acks:
             self.stop_acks[source] = dict(ctl.info)
-            log.info("worker.stopped", worker=source, **{k: v for k, v in ctl.info.items() if k != "faults"})
+            log.info("worker.stopped", worker=source, totals={k: v for k, v in ctl.info.items() if k != "faults"})
         else:
             self.stats.control_rejected += 1
-            log.warning("control.unexpected", worker=source, kind=ctl.kind.value)
+            log.warning("control.unexpected", worker=source, kind=ctl.kind.value,
+                        detail="no STOP was sent to this rank, or it already acknowledged"
+                        if ctl.kind is ControlKind.STOP_ACK else "not a worker's message")
+            self._garbage(source, len(frame))
+
 
     def _readmit(self, rank: Rank, held: tuple[DispatchToken, ...]) -> None:
         """A worker declared lost is talking again (it was hung, not dead): take it back.
@@ -777,6 +948,7 @@ class Coordinator:
             "dispatch_depth": self.depth, "workers_alive": len(self.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
+            **self._hostile_stats(),
             **self.plan.stat_items()})
         taken = {k for k, _ in afl_rows} | {"total_crashes"}
         rows = [*afl_rows, ("total_crashes", self.afl.prev_total_crashes + st.crashes_total),
@@ -812,6 +984,16 @@ class Coordinator:
         from symfence.worker.concolic.options import EngineOptions
 
         return int(EngineOptions.from_mapping(self.options).exec_timeout_s * 1000)
+
+    def _hostile_stats(self) -> dict[str, int]:
+        """Issue 10's counters: oversized and side-channel frames, bans, suspensions, claims."""
+        import resource
+
+        return {"mpi_oversized_frames": self.pump.oversized_frames, "mpi_oversized_bytes": self.pump.oversized_bytes,
+                "mpi_side_frames_dropped": self.pump.side_frames_dropped, "control_banned": self.control_banned,
+                **self.peers.stats_items(), **self.claims.stats_items(),
+                "coordinator_max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
 
     def summary(self) -> str:
         st = self.stats

@@ -105,7 +105,7 @@ def mpi_main(argv: list[str] | None = None) -> int:
     peers = comm.Dup()  # collective on every rank: the fault injector's side channel
     if comm.Get_rank() == 0:
         try:
-            return _coordinator_rank(args, comm)
+            return _coordinator_rank(args, comm, peers)
         except Exception as exc:  # noqa: BLE001 - any rank-0 error must end the whole job
             import structlog
 
@@ -128,7 +128,7 @@ def _stop_workers(comm) -> None:
         comm.Send([frame, MPI.BYTE], rank, Tag.CONTROL)
 
 
-def _coordinator_rank(args: argparse.Namespace, comm) -> int:
+def _coordinator_rank(args: argparse.Namespace, comm, peers=None) -> int:
     try:
         return _coordinate(args, comm)
     except interrupt.Interrupted as exc:
@@ -189,7 +189,7 @@ def _coordinate(args: argparse.Namespace, comm) -> int:
                                     changed=list(changes.changed_keys))
     save_snapshot(cfg, out.root)  # what this run uses; the next --resume compares against it
     status = StatusLine(enabled=not args.no_status, show_quarantine=args.show_quarantine)
-    coordinator = Coordinator(cfg, comm, out, journal, status=status)
+    coordinator = Coordinator(cfg, comm, out, journal, status=status, peers_comm=peers)
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
     try:

@@ -207,6 +207,20 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "launch_binary": ("", _str()),  # their AFL build ("" = native.options.afl_target)
         "launch_args": ([], _str_list),
     },
+    "peers": {  # per-rank fairness, bans and caps (coordinator/peers.py)
+        "frames_per_turn": (32, _int(1)),
+        "backlog_frames": (4096, _int(16)),
+        "ban_garbage": (200.0, _float(0)),  # 0 = never ban
+        "garbage_leak_per_s": (20.0, _float(0)),
+        "expiry_strikes": (3, _int(0)),  # 0 = never suspend
+        "suspend_s": (10.0, _float(0)),
+        "max_execs_per_s": (100000.0, _float(1)),
+        "new_edges_per_exec": (1024, _int(1)),
+        "max_new_edges_per_result": (4096, _int(1)),
+        "new_edges_per_s": (512.0, _float(0)),
+        "new_edges_burst": (8192, _int(1)),
+        "max_pending_claims": (16, _int(1)),
+    },
     "faults": {
         "enabled": (False, _bool),
         "seed": (1, _int(0)),

@@ -118,6 +118,25 @@ CREATE TABLE runs (
 );
 """
 
+# Which rank sent the result each corpus entry and finding came from (issue 10), and for a
+# finding the rank whose re-run confirmed it. A side table, created on open if missing, so
+# journals written before it still resume.
+PROVENANCE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS provenance (
+    kind          TEXT NOT NULL CHECK (kind IN ('queue', 'crash', 'hang')),
+    id            INTEGER NOT NULL,           -- queue_id or finding_id
+    source_rank   INTEGER NOT NULL,
+    confirmed_by  INTEGER,                    -- findings: the rank that re-ran it
+    PRIMARY KEY (kind, id)
+)
+"""
+
+def _schema_of(conn: sqlite3.Connection) -> str:
+    """The schema to verify a journal against: with the provenance table once it has one."""
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'provenance'").fetchone()
+    return SCHEMA + PROVENANCE_SCHEMA if row else SCHEMA
+
+
 _UPSERT_WORK = """
 INSERT INTO work (queue_id, work_id, state, token, attempts, reason, status)
 VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -392,6 +411,7 @@ class Journal:
         self._dirty_work: set[str] = set()
         self._new_entries: list[CorpusEntry] = []
         self._new_findings: list[Finding] = []
+        self._new_provenance: list[tuple[str, int, int, int | None]] = []
         self._coverage_dirty = False
         self._counters_dirty = False
         self._run_end_dirty = False
@@ -448,14 +468,15 @@ class Journal:
                     raise JournalDamagedError(path, "it holds no symfence schema")
                 if version is None:  # a new file
                     conn.executescript(
-                        f"BEGIN; {SCHEMA} INSERT INTO meta VALUES "
+                        f"BEGIN; {SCHEMA} {PROVENANCE_SCHEMA}; INSERT INTO meta VALUES "
                         f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
                     )
                 elif version != SCHEMA_VERSION:
                     raise JournalError(
                         f"{path} has journal schema {version}, this symfence needs {SCHEMA_VERSION}"
                     )
-                integrity.verify_database(conn, path, SCHEMA)
+                integrity.verify_database(conn, path, _schema_of(conn))
+                conn.execute(PROVENANCE_SCHEMA)  # journals from before the table get it now
                 journal = cls(
                     conn, path, readonly=False, lock=lock,
                     batch_ops=batch_ops, batch_ms=batch_ms, clock=clock,
@@ -500,7 +521,7 @@ class Journal:
                         f"{path} is not a symfence journal "
                         f"(schema {version}, expected {SCHEMA_VERSION})"
                     )
-                integrity.verify_database(conn, path, SCHEMA)
+                integrity.verify_database(conn, path, _schema_of(conn))
                 return cls(
                     conn, path, readonly=True, lock=None,
                     batch_ops=1, batch_ms=0.0, clock=time.monotonic,
@@ -769,6 +790,26 @@ class Journal:
             skipped, len(new_findings) - len(recorded),
         )
 
+    def add_findings(self, work_id: str, findings: Iterable[NewFinding]) -> list[Finding]:
+        """Record findings of a work item after its commit (a crash confirmed by a re-run on
+        another rank). Already-known inputs are skipped; durable with the next flush."""
+        self._writable()
+        return self._add_findings(WorkId(work_id), list(findings))
+
+    def note_provenance(self, kind: str, ident: int, source_rank: int, confirmed_by: int | None = None) -> None:
+        """Remember which rank a corpus entry ('queue') or finding ('crash'/'hang') came from."""
+        self._writable()
+        self._new_provenance.append((str(kind), int(ident), int(source_rank), confirmed_by))
+        self._note()
+
+    def provenance(self) -> dict[tuple[str, int], tuple[int, int | None]]:
+        """Durable provenance records: (kind, id) -> (source rank, confirming rank)."""
+        try:
+            rows = self._db().execute("SELECT kind, id, source_rank, confirmed_by FROM provenance").fetchall()
+        except sqlite3.OperationalError:  # a journal from before the table existed
+            return {}
+        return {(k, i): (r, c) for k, i, r, c in rows}
+
     def save_coverage(self, blob: bytes) -> None:
         """Replace the coverage snapshot; durable with the next flush."""
         self._writable()
@@ -864,6 +905,8 @@ class Journal:
                 "found_s, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [fields + (f.data,) for fields, f in zip(finding_rows, self._new_findings)],
             )
+            if self._new_provenance:
+                conn.executemany("INSERT OR REPLACE INTO provenance VALUES (?, ?, ?, ?)", self._new_provenance)
             if self._coverage_dirty and self._coverage is not None:
                 conn.execute(
                     "INSERT OR REPLACE INTO coverage (id, map) VALUES (0, ?)", (self._coverage,)
@@ -894,6 +937,7 @@ class Journal:
         self._dirty_work = set()
         self._new_entries = []
         self._new_findings = []
+        self._new_provenance = []
         self._coverage_dirty = self._counters_dirty = self._run_end_dirty = False
         self._ops = 0
         return receipt

@@ -10,6 +10,13 @@ Under an MPI with ULFM (Open MPI's `mpiexec --with-ft ulfm`), a dead peer makes
 The pump then reads which ranks failed, acknowledges exactly those (so the probe stops raising),
 reports them to the loop, and never posts to them again. Under MPICH a dead peer is never
 reported (the launcher kills the job); heartbeats cover hung workers there.
+
+A frame's size is read from the probe status BEFORE it is received: a frame over
+`max_frame_bytes` is received into a 64 KiB sink (a datatype of extent 0 that lands every
+chunk on the same buffer, so nothing of it is kept or allocated), counted, and handed on as an
+`Inbound` with `oversized` set and no bytes. Frames on the `discard` communicators (rank 0's
+side of the fault injector's channel, which no honest peer writes to) are drained the same way
+and counted, so a peer cannot make rank 0 hoard unexpected messages.
 """
 
 from __future__ import annotations
@@ -27,6 +34,28 @@ from symfence.protocol.backoff import Backoff
 
 
 FAILURE_CLASSES = frozenset({MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED})
+SINK_BYTES = 1 << 16
+
+
+class Sink:
+    """Receives a matched message of any size without keeping it: `count` elements of a
+    64 KiB block resized to extent 0 all land on one 64 KiB buffer (works with MPICH and Open
+    MPI; a truncating receive instead crashes Open MPI's ob1, measured)."""
+
+    def __init__(self) -> None:
+        block = MPI.BYTE.Create_contiguous(SINK_BYTES)
+        self.type = block.Create_resized(0, 0).Commit()
+        block.Free()
+        self.buf = bytearray(SINK_BYTES)
+
+    def drain(self, msg: MPI.Message, size: int) -> None:
+        msg.Recv([self.buf, max(1, -(-size // SINK_BYTES)), self.type])
+
+
+def frame_size(status: MPI.Status) -> int:
+    """Bytes of a probed message; -1 when MPI cannot say in an int (treated as oversized)."""
+    size = status.Get_count(MPI.BYTE)
+    return -1 if size == MPI.UNDEFINED or size < 0 else size
 
 
 class FailedRanks:
@@ -56,6 +85,7 @@ class Inbound:
     source: int
     tag: int
     frame: bytes
+    oversized: int = 0  # > 0: a frame of this many bytes (-1: unknown) was drained, not kept
 
 
 class Pump(threading.Thread):
@@ -68,6 +98,8 @@ class Pump(threading.Thread):
         *,
         poll_cap_s: float = 0.001,
         batch: int = 256,
+        max_frame_bytes: int = 1 << 62,
+        discard: tuple[MPI.Comm, ...] = (),
     ) -> None:
         super().__init__(name="mpi-pump", daemon=True)
         self.comm = comm
@@ -77,6 +109,8 @@ class Pump(threading.Thread):
         self.failed = FailedRanks(comm)
         self.dropped_to_dead = 0
         self.batch = batch
+        self.max_frame_bytes = max_frame_bytes
+        self.discard = discard
         self.backoff = Backoff(cap_s=poll_cap_s, spins=64)
         self._outbox: collections.deque[tuple[int, int, bytes]] = collections.deque()
         self._wake = threading.Event()
@@ -86,6 +120,9 @@ class Pump(threading.Thread):
         self.frames_in = 0
         self.frames_out = 0
         self.bytes_in = 0
+        self.oversized_frames = 0  # drained at the probe, never received into memory
+        self.oversized_bytes = 0
+        self.side_frames_dropped = 0  # frames on the discard communicators
 
     # --- called from the loop thread ----------------------------------------------------------
 
@@ -115,10 +152,30 @@ class Pump(threading.Thread):
         if new:
             self.loop.call_soon_threadsafe(self.on_failed, new)
 
+    def _drain_side(self, sink: Sink, status: MPI.Status) -> bool:
+        """Receive and drop whatever is waiting on the discard communicators (bounded per turn)."""
+        got = False
+        for comm in self.discard:
+            for _ in range(self.batch):
+                try:
+                    msg = comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+                except MPI.Exception as exc:  # ULFM: failures are reported on the main communicator
+                    if exc.Get_error_class() in FAILURE_CLASSES:
+                        comm.Ack_failed()
+                    break
+                if msg is None:
+                    break
+                size = frame_size(status)
+                sink.drain(msg, size if size >= 0 else 1 << 40)
+                self.side_frames_dropped += 1
+                got = True
+        return got
+
     def _run(self) -> None:
         comm, outbox, dead = self.comm, self._outbox, self.failed.dead
         sending: list[tuple[MPI.Request, bytes]] = []
         status = MPI.Status()
+        sink = Sink()
         slept = False
         while True:
             progressed = False
@@ -157,12 +214,20 @@ class Pump(threading.Thread):
                         continue
                     if msg is None:
                         break
-                    size = status.Get_count(MPI.BYTE)
+                    size = frame_size(status)
+                    source, tag = status.Get_source(), status.Get_tag()
+                    if size < 0 or size > self.max_frame_bytes:
+                        sink.drain(msg, size if size >= 0 else 1 << 40)
+                        self.oversized_frames += 1
+                        self.oversized_bytes += max(size, 0)
+                        batch.append(Inbound(source, tag, b"", oversized=size))
+                        continue
                     buf = bytearray(size)
                     msg.Recv([buf, MPI.BYTE])
-                    batch.append(Inbound(status.Get_source(), status.Get_tag(), bytes(buf)))
+                    batch.append(Inbound(source, tag, bytes(buf)))
                 if batch:
                     break
+            progressed |= self._drain_side(sink, status)
             if batch:
                 self.frames_in += len(batch)
                 self.bytes_in += sum(len(b.frame) for b in batch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from symfence.protocol.ids import WorkId
 
@@ -23,6 +23,8 @@ class WorkItem:
     attempts: int = 0
     origin: str = ""  # the stage that found the input ("seed", "concolic", "fuzz", ...)
     stage: str = ""  # "" = a corpus entry's task; "fuzz" = a transient fuzz slice (coordinator.hybrid)
+    avoid: frozenset[int] = frozenset()  # ranks whose dispatch of it expired or was lost
+    confirm: bool = False  # a re-run that confirms a crash/hang claim (coordinator.confirm)
 
     @classmethod
     def from_record(cls, rec: Any) -> WorkItem:
@@ -46,7 +48,7 @@ class Scheduler:
 
     @staticmethod
     def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
-        tier = -1 if item.attempts else (0 if item.seed else (1 if item.origin == "fuzz" else 2))
+        tier = -1 if item.attempts or item.confirm else (0 if item.seed else (1 if item.origin == "fuzz" else 2))
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:
@@ -62,5 +64,40 @@ class Scheduler:
     def pop(self) -> WorkItem | None:
         return heapq.heappop(self._heap)[1] if self._heap else None
 
+    def for_rank(self, rank: int, elsewhere: Callable[[WorkItem], bool]) -> RankView:
+        return RankView(self, rank, elsewhere)
+
+    def pop_for(self, rank: int, elsewhere: Callable[[WorkItem], bool], scan: int = 64) -> WorkItem | None:
+        """The best item for `rank`: an item that already failed there is passed over (up to
+        `scan` of them) while `elsewhere(item)` says another rank could take it."""
+        skipped: list[tuple[tuple[int, int, int, int, int], WorkItem]] = []
+        found = None
+        while self._heap and len(skipped) < scan:
+            entry = heapq.heappop(self._heap)
+            if rank in entry[1].avoid and elsewhere(entry[1]):
+                skipped.append(entry)
+                continue
+            found = entry[1]
+            break
+        for entry in skipped:
+            heapq.heappush(self._heap, entry)
+        return found
+
     def __len__(self) -> int:
         return len(self._heap)
+
+
+class RankView:
+    """The scheduler as one rank sees it (`pop`, `len`): items that failed there are passed
+    over while another rank could take them."""
+
+    def __init__(self, scheduler: Scheduler, rank: int, elsewhere: Callable[[WorkItem], bool]) -> None:
+        self.scheduler = scheduler
+        self.rank = rank
+        self.elsewhere = elsewhere
+
+    def pop(self) -> WorkItem | None:
+        return self.scheduler.pop_for(self.rank, self.elsewhere)
+
+    def __len__(self) -> int:
+        return len(self.scheduler)
