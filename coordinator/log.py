@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from symfence.coordinator.logtail import escape
 from symfence.coordinator.status_line import on_terminal
 
 # High-volume events stay out of the console (the status line counts them); they are all in
@@ -52,7 +53,9 @@ class _Tee:
                 _file_error = exc if exc.filename else OSError(exc.errno, exc.strerror, self.file.name)
         if self.console is not None and (self.verbose or event_dict["event"] not in QUIET_ON_CONSOLE):
             hidden = ("ts", "exception") if event_dict["event"] in TRACEBACK_IN_FILE_ONLY else ("ts",)
-            shown = {k: v for k, v in event_dict.items() if k not in hidden}
+            # Values can carry worker-supplied text: never let it reach the terminal raw.
+            shown = {escape(k): v if isinstance(v, (int, float, bool)) or v is None else escape(v)
+                     for k, v in event_dict.items() if k not in hidden}
             self.console.write(self.renderer(logger, name, shown) + "\n")
             self.console.flush()
         raise structlog.DropEvent

@@ -44,7 +44,8 @@ class PeerPolicy:
     backlog_frames: int = 4096
     ban_garbage: float = 200.0  # 0 = never ban
     garbage_leak_per_s: float = 20.0
-    garbage_frame_bytes: int = 16384  # a frame weighs 1 + len // this
+    garbage_frame_bytes: int = 16384  # a frame weighs 1 + min(len, garbage_cap_bytes) // this
+    garbage_cap_bytes: int = 1 << 18  # (what is over the size limit is drained unread)
     expiry_strikes: int = 3  # 0 = never suspend
     suspend_s: float = 10.0
     max_execs_per_s: float = 100_000.0
@@ -88,6 +89,7 @@ class Peers:
         self.banned_total = 0
         self.suspended_total = 0
         self.flood_bans = 0
+        self.commits: collections.Counter[Rank] = collections.Counter()
 
     def peer(self, rank: Rank) -> Peer:
         p = self._peers.get(rank)
@@ -147,7 +149,7 @@ class Peers:
         now = self.clock()
         p.garbage = max(0.0, p.garbage - (now - p.garbage_at) * pol.garbage_leak_per_s)
         p.garbage_at = now
-        p.garbage += 1 + frame_bytes // pol.garbage_frame_bytes
+        p.garbage += 1 + min(frame_bytes, pol.garbage_cap_bytes) // pol.garbage_frame_bytes
         return p.garbage > pol.ban_garbage
 
     def ban(self, rank: Rank, *, flood: bool = False) -> bool:
@@ -178,6 +180,7 @@ class Peers:
 
     def committed(self, rank: Rank) -> None:
         self.peer(rank).strikes = 0
+        self.commits[rank] += 1
 
     def capacity(self, rank: Rank, depth: int) -> int:
         """How many dispatches the rank may hold now: 0 while suspended or banned, 1 on probation
@@ -227,4 +230,5 @@ class Peers:
 
     def stats_items(self) -> dict[str, int]:
         return {"workers_banned": self.banned_total, "workers_banned_flooding": self.flood_bans,
-                "workers_suspended": self.suspended_total}
+                "workers_suspended": self.suspended_total,
+                **{f"committed_rank_{r}": n for r, n in sorted(self.commits.items())}}
