@@ -130,7 +130,7 @@ def _stop_workers(comm) -> None:
 
 def _coordinator_rank(args: argparse.Namespace, comm, peers=None) -> int:
     try:
-        return _coordinate(args, comm)
+        return _coordinate(args, comm, peers)
     except interrupt.Interrupted as exc:
         # Ctrl-C before the campaign loop ran: nothing was dispatched. Release the workers
         # (they wait for SETUP) and end quietly.
@@ -140,7 +140,7 @@ def _coordinator_rank(args: argparse.Namespace, comm, peers=None) -> int:
         return interrupt.EXIT_INTERRUPTED
 
 
-def _coordinate(args: argparse.Namespace, comm) -> int:
+def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     interrupt.check()
     try:
         cfg = load(args.config)

@@ -366,7 +366,7 @@ def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
 _COUNT, _SECONDS, _TEXT, _COUNTS = "count", "seconds", "text", "counts"
 INFO_SCHEMA: dict[ControlKind, dict[str, str]] = {
     ControlKind.HELLO: {"host": _TEXT, "pid": _COUNT},
-    ControlKind.HEARTBEAT: {"work_received": _COUNT, "busy_s": _SECONDS},
+    ControlKind.HEARTBEAT: {"work_received": _COUNT, "busy_s": _SECONDS, "rss_mb": _COUNT},
     ControlKind.STOP_ACK: {"results_sent": _COUNT, "busy_s": _SECONDS, "work_received": _COUNT,
                            "max_held": _COUNT, "faults": _COUNTS},
 }

@@ -158,11 +158,13 @@ def test_garbage_flood_bans_the_rank_and_honest_workers_keep_committing(attacked
     assert not [e for e in events if e["event"] == "worker.lost"]
     # Honest ranks committed in every phase of the attack that lasted a full stats interval.
     start = float(s["start_time"])
-    plot = [tuple(float(x) for x in line.split(",")) for line in (run.out / "plot_data").read_text().splitlines()
-            if line and not line.startswith("#")]
+    lines = (run.out / "plot_data").read_text().splitlines()
+    columns = [c.strip() for c in lines[0].lstrip("# ").split(",")]
+    rows = [dict(zip(columns, (x.strip() for x in line.split(",")))) for line in lines[1:] if line.strip()]
+    plot = [(float(r["relative_time"]), float(r["committed"])) for r in rows]
     for name, (t0, t1) in rep["phases"].items():
         a, b = rep["t0"] + t0 - start, rep["t0"] + t1 - start
-        inside = [row[8] for row in plot if a <= row[0] <= b]
+        inside = [c for t, c in plot if a <= t <= b]
         if b - a >= 2.0 and len(inside) >= 2:
             assert inside[-1] > inside[0], f"no commit during phase {name}"
     attacked_rate, base_rate = _honest_rate(s), _honest_rate(baseline.stats())
