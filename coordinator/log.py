@@ -54,7 +54,8 @@ class _Tee:
         if self.console is not None and (self.verbose or event_dict["event"] not in QUIET_ON_CONSOLE):
             hidden = ("ts", "exception") if event_dict["event"] in TRACEBACK_IN_FILE_ONLY else ("ts",)
             # Values can carry worker-supplied text: never let it reach the terminal raw.
-            shown = {escape(k): v if isinstance(v, (int, float, bool)) or v is None else escape(v)
+            # (`exception` is our own traceback, rendered by structlog on several lines.)
+            shown = {escape(k): v if isinstance(v, (int, float, bool)) or v is None or k == "exception" else escape(v)
                      for k, v in event_dict.items() if k not in hidden}
             self.console.write(self.renderer(logger, name, shown) + "\n")
             self.console.flush()
