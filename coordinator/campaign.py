@@ -129,6 +129,7 @@ class Coordinator:
         self.peers = Peers(PeerPolicy.from_config(cfg), clock)
         self.claims = Confirmations(self.corpus_executor, self.options)
         self.stop_sent: set[Rank] = set()
+        self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
         self._turn_scheduled = False
 
@@ -318,8 +319,14 @@ class Coordinator:
         self.dispatching = False
         # After a failure nothing new can be made durable: stop at once instead of draining.
         drain_until = self.clock() + (0.0 if self.failure else self.cfg["dispatch.drain_timeout_s"])
-        while len(self.inflight) and self.clock() < drain_until and self.alive:
+        # While draining, claimed crashes/hangs are still re-run (confirm.py): a bug found just
+        # before the end is saved, not dropped unconfirmed.
+        self.confirming = self.failure is None
+        self._fill()
+        while (len(self.inflight) or (self.confirming and len(self.claims.queue))) and self.clock() < drain_until \
+                and self.alive:
             await self._wait_change(0.05)
+        self.confirming = False
         for rank in sorted(self.alive):
             for token in self.inflight.tokens_of(rank):
                 self._revoke(token, Revocation.CANCELLED)
@@ -462,14 +469,16 @@ class Coordinator:
     # ------------------------------------------------------------------ dispatch
 
     def _fill(self) -> None:
-        if not self.dispatching:
+        if not self.dispatching and not self.confirming:
             return
         for rank in self.workers:
             if rank not in self.alive:
                 continue
             view = self.scheduler.for_rank(rank, lambda it, r=rank: self._elsewhere(it, r))
             for _ in range(self.peers.capacity(rank, self.depth) - self.inflight.in_flight_count(rank)):
-                item = self.claims.queue.pop_for(rank, view.elsewhere) or self.plan.pick(rank, view)
+                item = self.claims.queue.pop_for(rank, view.elsewhere)
+                if item is None and self.dispatching:
+                    item = self.plan.pick(rank, view)
                 if item is None:
                     break
                 self._dispatch(rank, item)

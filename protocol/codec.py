@@ -362,7 +362,7 @@ def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
 # What a worker may put in the info map of each CONTROL kind it sends. A listed key must have
 # its type; any other key must be 1-64 printable ASCII characters with a range-checked count, duration or
 # short string (so a handler can log or sum it, and never meets a value it cannot hold).
-# Kinds the coordinator sends (SETUP, CANCEL, STOP) carry scalars or maps of scalars.
+# Kinds the coordinator sends (SETUP, CANCEL, STOP) carry scalars, or maps or lists of scalars.
 _COUNT, _SECONDS, _TEXT, _COUNTS = "count", "seconds", "text", "counts"
 INFO_SCHEMA: dict[ControlKind, dict[str, str]] = {
     ControlKind.HELLO: {"host": _TEXT, "pid": _COUNT},
@@ -410,6 +410,9 @@ def _nested_scalars(info: dict[str, Any], limits: Limits) -> dict[str, Any]:
             raise RemoteProtocolError(Reason.MALFORMED, "control.info: keys must be str")
         if type(v) is dict:
             _scalar_map(v, f"control.info.{k}", limits)
+        elif type(v) is list:
+            if not all(_scalar_ok(x, limits) for x in v):
+                raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a list of scalars")
         elif not _scalar_ok(v, limits):
             raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a scalar in range")
     return info
