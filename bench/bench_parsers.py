@@ -3,7 +3,7 @@
 For every target (the harnesses in examples/parsers/, the demo targets of configs/demo.toml and
 examples/sealed_command.py) and every configuration, one run with the same budget (``--budget``,
 default 60 s) on the same number of processes (``--cores``, default 2), one after the other:
-- ``hybrid``: a symfence campaign, ``campaign.executor = "hybrid"``, ``--cores`` worker ranks;
+- ``hybrid``: a symfence campaign of configs/hybrid.toml on the one target, ``--cores`` worker ranks;
 - ``concolic``: the same campaign with ``campaign.executor = "concolic"``;
 - ``atheris``: plain Atheris (bench/atheris_driver.py: instrumented import, ``atheris.Setup``,
   ``atheris.Fuzz``, ``-max_total_time``), ``--cores`` processes on one shared corpus directory
@@ -56,8 +56,8 @@ def _env() -> dict[str, str]:
 
 
 def campaign_config(spec: str, executor: str, budget_s: float, cores: int) -> dict[str, dict[str, Any]]:
-    """configs/demo.toml with one target, the executor and the budget swapped in."""
-    cfg = tomllib.loads((ROOT_DIR / "configs" / "demo.toml").read_text())
+    """configs/hybrid.toml with one target, the executor and the budget swapped in."""
+    cfg = tomllib.loads((ROOT_DIR / "configs" / "hybrid.toml").read_text())
     cfg["campaign"].update(targets=[spec], executor=executor, duration_s=budget_s, ranks=cores + 1)
     cfg["campaign"].pop("output", None)
     cfg["campaign"]["name"] = f"bench-{executor}"
