@@ -187,7 +187,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "slice_s": (10.0, _float(0.5)),  # one fuzz slice = this long on one target
         "share": ("auto", _share),  # fraction of worker time for fuzz slices in a hybrid campaign
         "exec_timeout_s": (1.0, _float(0.01)),  # one execution; longer is a hang
-        "max_len": (0, _int(0)),  # longest input libFuzzer may generate; 0 = its default (4096, grown gradually)
+        # Longest input libFuzzer may generate. 0 = libFuzzer's gradual length control, which
+        # restarts from the corpus' longest input in every slice (too short for e.g. tar's
+        # 512-byte headers); an explicit length is used from each slice's first execution.
+        "max_len": (4096, _int(0)),
         "max_candidates": (1000, _int(1)),  # kept inputs returned per slice
         "dictionary": (True, _bool),  # feed the engine's comparison constants to libFuzzer
     },

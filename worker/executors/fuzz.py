@@ -48,7 +48,7 @@ _FINAL_EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
 class FuzzOptions:
     slice_s: float = 10.0
     exec_timeout_s: float = 1.0
-    max_len: int = 0  # 0 = libFuzzer's default (grows lengths gradually, up to 4096)
+    max_len: int = 4096  # 0 = libFuzzer's gradual length control (restarts with every slice)
     max_candidates: int = 1000
 
     @classmethod
