@@ -57,10 +57,11 @@ def test_parent_kills_a_stuck_child_and_its_symcc_process_group(tmp_path):
     """The child is frozen (SIGSTOP) while a SymCC run sleeps: only the parent can end the task."""
     marker = tmp_path / "pid"
     script = tmp_path / "fake-symcc"
-    script.write_text(f"#!/bin/sh\necho $$ > {marker}\nsleep 300\n")
+    script.write_text(f"#!/bin/sh\necho $$ > {marker}.tmp && mv {marker}.tmp {marker}\nsleep 300\n")
     script.chmod(0o755)
     opts = {"engine": "symcc", "oracle": "showmap", "symcc_command": str(script),
-            "afl_target": str(built() / "record") + ".afl", "engine_timeout_s": 1.0}
+            "afl_target": str(built() / "record") + ".afl", "engine_timeout_s": 5.0}
+    # (long enough that the child cannot end the SymCC run itself before the test freezes it)
     with NativeExecutor() as ex:
         ex.start(Task("a" * 64, "w" * 64, bytes(8), str(built() / "record"), 0, opts))
         deadline = time.monotonic() + 60
