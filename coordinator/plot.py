@@ -1,8 +1,8 @@
 """`symfence plot OUTDIR`: PNG charts of a campaign over time, from its plot_data and plot_targets.
 
 Reads the files by column name (not position), so it draws whatever a campaign wrote: AFL++'s
-columns, symfence's own, and any further columns (e.g. per-stage counters) in a chart of their
-own. Works on a running campaign too (it only reads). matplotlib draws with the Agg backend, so
+columns, symfence's own, and any further columns (``<stage>_<metric>`` per stage, engine
+counters) as one chart per metric with a line per stage. Works on a running campaign too (it only reads). matplotlib draws with the Agg backend, so
 no display is needed.
 """
 
@@ -95,9 +95,14 @@ def plot_campaign(outdir: Path, dest: Path | None = None) -> list[Path]:
         present = {c: (time_s, data[c]) for c in wanted if c in data}
         if present:
             chart(name, title, ylabel, present)
-    extra = [c for c in header if c not in _KNOWN and any(v is not None for v in data[c])]
-    if extra:  # columns another part of symfence added (per-stage counters, ...): one chart
-        chart("stages.png", "Per stage and other counters", "value", {c: (time_s, data[c]) for c in extra})
+    # Columns other parts of symfence add (`<stage>_<metric>` per stage, `engine_<counter>`):
+    # one chart per metric, one line per stage, so stages are compared on the same scale.
+    groups: dict[str, list[str]] = defaultdict(list)
+    for c in header:
+        if c not in _KNOWN and any(v is not None for v in data[c]):
+            groups[c.partition("_")[2] or c].append(c)
+    for metric, cols in groups.items():
+        chart(f"stages_{metric}.png", f"{metric} per stage", metric, {c: (time_s, data[c]) for c in cols})
 
     targets_file = outdir / PLOT_TARGETS
     if targets_file.exists():
