@@ -16,6 +16,7 @@ BENCHES = {
     "native": "bench.bench_native",  # native: execs/s, forkserver vs afl-showmap, vs afl-fuzz (~6 min)
     "parsers": "bench.bench_parsers",  # real parsers: hybrid vs concolic vs plain Atheris (~25 min)
     "tracer": "bench.bench_tracer",  # cost per execution of the real-trace yardstick (coverage.py arcs)
+    "oversized": "bench.bench_oversized",  # a 2.1 GB frame to rank 0: drained at the probe vs received
 }
 
 
