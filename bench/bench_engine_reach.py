@@ -4,8 +4,8 @@ Two parts, both the engine alone (in process, no MPI, no random mutation), each 
 coverage-guided generational search from one zero byte like the coordinator's:
 - ``constructs``: every ``examples/constructs/*.py`` target (a planted ``Found`` exception
   behind one construct); found or not, seconds and tasks to it.
-- ``parsers``: a fixed time budget on each standard-library parser harness in
-  ``examples/stdlib/`` with the parser's own modules instrumented; the engine's summed
+- ``parsers``: a fixed time budget on four standard-library parser harnesses of
+  ``examples/parsers/`` with the parser's own modules (``MODULES``) instrumented; the engine's summed
   counters (branches, concretisations by kind, queries, divergences, false findings), edges
   and findings.
 Engine-version agnostic (only ``ConcolicEngine.run_task`` and ``Outcome.stats``), so the same
@@ -34,12 +34,12 @@ from symfence.protocol.coverage import CoverageMap  # noqa: E402
 from symfence.worker.concolic.engine import ConcolicEngine  # noqa: E402
 from symfence.worker.executors.base import ExitKind, Task  # noqa: E402
 
-PARSERS = {
-    "examples.stdlib.toml_doc:target": "tomllib._parser",
-    "examples.stdlib.plist_doc:target": "plistlib",
-    "examples.stdlib.ini_doc:target": "configparser",
-    "examples.stdlib.mail_header:target": "email.header,email.quoprimime,email.base64mime",
-}
+PARSERS = (  # the standard-library harnesses of examples/parsers, each with its parser's modules
+    "examples.parsers.toml_document:target",
+    "examples.parsers.plist_binary:target",
+    "examples.parsers.wave_header:target",
+    "examples.parsers.email_message:target",
+)
 
 
 def search(target: str, budget_s: float, options: dict, stop_on: str | None) -> dict:
@@ -97,7 +97,9 @@ def constructs(budget_s: float) -> list[dict]:
 
 def parsers(budget_s: float) -> list[dict]:
     out = []
-    for target, instrument in PARSERS.items():
+    for target in PARSERS:
+        module = importlib.import_module(target.partition(":")[0])
+        instrument = ",".join(getattr(module, "MODULES", ()))
         result = search(target, budget_s, {"instrument": instrument}, None)
         out.append(result)
         s = result["stats"]

@@ -122,6 +122,8 @@ def sym_type(*args: Any) -> Any:
             return str
         if t is SymBytesIO:
             return io.BytesIO
+        if t is SymStringIO:
+            return io.StringIO
         return t
     return type(*args)
 
@@ -539,25 +541,24 @@ def sym_contains(needle: Any, container: Any) -> bool:
 # io.BytesIO
 
 
-class SymBytesIO(io.BytesIO):
-    """``io.BytesIO`` over a SymBytes: reads return symbolic slices; writing makes it plain."""
+class _SymStream:
+    """Reads of an in-memory stream over a SymBytes/SymStr return symbolic slices (a mixin)."""
 
-    def __init__(self, initial_bytes: Any = b"") -> None:
-        super().__init__(initial_bytes)
-        self._sym: SymBytes | None = initial_bytes if isinstance(initial_bytes, SymBytes) else None
+    _sym: Any
+    _kind = "stream"
 
     def _plain_now(self, kind: str) -> None:
         if self._sym is not None:
-            note_concretised(f"BytesIO.{kind}")
+            note_concretised(f"{self._kind}.{kind}")
             self._sym = None
 
     def read(self, size: Any = -1) -> Any:
         if self._sym is None:
-            return super().read(size)
+            return super().read(size)  # type: ignore[misc]
         frame = sys._getframe(1)
-        size = size.concrete("BytesIO.read_size") if isinstance(size, SymInt) else size
-        start = super().tell()
-        super().read(size)
+        size = size.concrete(f"{self._kind}.read_size") if isinstance(size, SymInt) else size
+        start = super().tell()  # type: ignore[misc]
+        super().read(size)  # type: ignore[misc]
         if size is None or size < 0:
             return self._sym._slice(slice(start, None), frame)
         return self._sym._slice(slice(start, start + size), frame)
@@ -566,25 +567,25 @@ class SymBytesIO(io.BytesIO):
 
     def readline(self, size: Any = -1) -> Any:
         if self._sym is None:
-            return super().readline(size)
+            return super().readline(size)  # type: ignore[misc]
         frame = sys._getframe(1)
-        size = size.concrete("BytesIO.read_size") if isinstance(size, SymInt) else size
-        start = super().tell()
-        line = super().readline(size)
+        size = size.concrete(f"{self._kind}.read_size") if isinstance(size, SymInt) else size
+        start = super().tell()  # type: ignore[misc]
+        line = super().readline(size)  # type: ignore[misc]
         items = self._sym._items
         n = len(items)
+        if start >= n:
+            return line
         limit = n if size is None or size < 0 else min(n, start + size)
         p = start
-        while p < limit:
-            if decide(all_equal([items[p]], [10]), frame):
-                p += 1
-                break
+        while p < limit:  # the scan for the newline, one comparison per character
             p += 1
+            if decide(all_equal([items[p - 1]], [10]), frame):
+                break
         else:
             if limit == n:
                 self._sym._end_branch(frame, n)
-        assert p - start == len(line) or start >= n
-        return self._sym._slice(slice(start, p if p < n else None), frame) if start < n else line
+        return self._sym._slice(slice(start, p if p < n else None), frame)
 
     def readlines(self, hint: Any = -1) -> list[Any]:
         lines = []
@@ -609,24 +610,40 @@ class SymBytesIO(io.BytesIO):
 
     def getvalue(self) -> Any:
         if self._sym is None:
-            return super().getvalue()
+            return super().getvalue()  # type: ignore[misc]
         return self._sym
 
     def seek(self, pos: Any, whence: int = 0) -> int:
-        pos = pos.concrete("BytesIO.seek") if isinstance(pos, SymInt) else pos
-        return super().seek(pos, whence)
+        pos = pos.concrete(f"{self._kind}.seek") if isinstance(pos, SymInt) else pos
+        if self._sym is not None and whence == 2 and isinstance(pos, int) and pos < 0:
+            # seeking back from the end needs that many bytes: the length decides (ValueError if not)
+            length = self._sym._len
+            if isinstance(length, SymInt):
+                implicit_branch(sys._getframe(1), length.value + pos >= 0, lambda: (
+                    length.term() + pos >= 0, length.deps) if length.expr is not None else None)
+        return super().seek(pos, whence)  # type: ignore[misc]
 
     def write(self, b: Any) -> int:
         self._plain_now("write")
-        return super().write(b)
+        return super().write(b)  # type: ignore[misc]
 
     def writelines(self, lines: Any) -> None:
         self._plain_now("write")
-        return super().writelines(lines)
+        return super().writelines(lines)  # type: ignore[misc]
 
     def truncate(self, size: Any = None) -> int:
         self._plain_now("truncate")
-        return super().truncate(size)
+        return super().truncate(size)  # type: ignore[misc]
+
+
+class SymBytesIO(_SymStream, io.BytesIO):
+    """``io.BytesIO`` over a SymBytes: reads return symbolic slices; writing makes it plain."""
+
+    _kind = "BytesIO"
+
+    def __init__(self, initial_bytes: Any = b"") -> None:
+        super().__init__(initial_bytes)
+        self._sym: SymBytes | None = initial_bytes if isinstance(initial_bytes, SymBytes) else None
 
     def readinto(self, b: Any) -> int:
         if self._sym is not None:
@@ -636,6 +653,21 @@ class SymBytesIO(io.BytesIO):
     def getbuffer(self) -> Any:
         self._plain_now("getbuffer")
         return super().getbuffer()
+
+
+class SymStringIO(_SymStream, io.StringIO):
+    """``io.StringIO`` over a SymStr (newline="\\n", the default: no translation)."""
+
+    _kind = "StringIO"
+
+    def __init__(self, initial_value: Any = "", newline: Any = "\n") -> None:
+        super().__init__(initial_value, newline)
+        self._sym: SymStr | None = None
+        if isinstance(initial_value, SymStr):
+            if newline == "\n":
+                self._sym = initial_value
+            else:
+                note_concretised("StringIO.newline")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -703,7 +735,7 @@ def _plain_buffer(buffer: Any) -> Any:
 
 def _length_is(buffer: SymBytes, size: int, exact: bool, offset: int, frame: Any) -> None:
     length = buffer._len
-    if not buffer._open or not isinstance(length, SymInt):
+    if not isinstance(length, SymInt):
         return
     taken = (length.value == offset + size) if exact else (length.value >= offset + size)
     implicit_branch(frame, taken, lambda: (
@@ -713,20 +745,22 @@ def _length_is(buffer: SymBytes, size: int, exact: bool, offset: int, frame: Any
 
 def unpack(fmt: Any, buffer: Any) -> tuple[Any, ...]:
     """``struct.unpack`` whose integer, bool and bytes fields of a SymBytes stay symbolic."""
+    if isinstance(buffer, SymBytes):  # the length check first: a short buffer's struct.error is a path too
+        _length_is(buffer, _struct.calcsize(fmt), True, 0, sys._getframe(1))
     concrete = _struct.unpack(fmt, _plain_buffer(buffer))
     if not isinstance(buffer, SymBytes):
         return concrete
-    _length_is(buffer, _struct.calcsize(fmt), True, 0, sys._getframe(1))
     return _unpack_items(fmt, buffer._items, concrete)
 
 
 def unpack_from(fmt: Any, buffer: Any, offset: Any = 0) -> tuple[Any, ...]:
     offset = offset.concrete("struct.offset") if isinstance(offset, SymInt) else offset
+    size = _struct.calcsize(fmt)
+    if isinstance(buffer, SymBytes) and offset >= 0:
+        _length_is(buffer, size, False, offset, sys._getframe(1))
     concrete = _struct.unpack_from(fmt, _plain_buffer(buffer), offset)
     if not isinstance(buffer, SymBytes) or offset < 0:
         return concrete
-    size = _struct.calcsize(fmt)
-    _length_is(buffer, size, False, offset, sys._getframe(1))
     return _unpack_items(fmt, buffer._items[offset:offset + size], concrete)
 
 
@@ -744,18 +778,20 @@ class Struct(_struct.Struct):
     """``struct.Struct`` with the symbolic ``unpack``, ``unpack_from`` and ``iter_unpack``."""
 
     def unpack(self, buffer: Any) -> tuple[Any, ...]:
+        if isinstance(buffer, SymBytes):
+            _length_is(buffer, self.size, True, 0, sys._getframe(1))
         concrete = super().unpack(_plain_buffer(buffer))
         if not isinstance(buffer, SymBytes):
             return concrete
-        _length_is(buffer, self.size, True, 0, sys._getframe(1))
         return _unpack_items(self.format, buffer._items, concrete)
 
     def unpack_from(self, buffer: Any, offset: Any = 0) -> tuple[Any, ...]:
         offset = offset.concrete("struct.offset") if isinstance(offset, SymInt) else offset
+        if isinstance(buffer, SymBytes) and offset >= 0:
+            _length_is(buffer, self.size, False, offset, sys._getframe(1))
         concrete = super().unpack_from(_plain_buffer(buffer), offset)
         if not isinstance(buffer, SymBytes) or offset < 0:
             return concrete
-        _length_is(buffer, self.size, False, offset, sys._getframe(1))
         return _unpack_items(self.format, buffer._items[offset:offset + self.size], concrete)
 
     def iter_unpack(self, buffer: Any) -> Iterator[tuple[Any, ...]]:
@@ -829,7 +865,7 @@ def model_module(name: str) -> types.ModuleType | None:
     module = sys.modules.get(name)
     if name == "io" and module is not None:
         model = _copy_module(module)
-        model.BytesIO = SymBytesIO  # type: ignore[attr-defined]
+        model.BytesIO, model.StringIO = SymBytesIO, SymStringIO  # type: ignore[attr-defined]
     elif name == "struct" and module is not None:
         model = _copy_module(module)
         model.unpack, model.unpack_from = unpack, unpack_from  # type: ignore[attr-defined]

@@ -138,7 +138,7 @@ class _Seq:
         if len(avail) == k:
             return all_equal(avail, sub)
         length = self._len
-        if not self._open or not isinstance(length, SymInt):
+        if not isinstance(length, SymInt):
             return False
         prefix = all_equal(avail, sub[: len(avail)])
         if prefix is False:
@@ -201,10 +201,12 @@ class _Seq:
             if isinstance(own, SymInt):
                 if c_stop is None:
                     end: Any = own
-                elif sym_stop or c_stop > n:
-                    end = _min(stop, own)  # min(stop, len): the input may grow into the slice
                 else:
-                    end = None
+                    # min(stop, len): the input may grow into the slice, or shrink below it (a
+                    # slice inside the input keeps its length term, so a length check on it is a
+                    # branch whatever the input's length: runs of longer and shorter inputs
+                    # record the same branches)
+                    end = _min(stop, own)
                 if end is not None:
                     begin = 0 if c_start is None else start
                     result = end - begin
@@ -238,7 +240,7 @@ class _Seq:
             return NotImplemented
         if len(items) == len(self._items):
             return all_equal(self._items, items)
-        length = self._len if self._open else None
+        length = self._len
         if isinstance(other, _Seq) or not isinstance(length, SymInt):
             return False
         # Only a different length tells them apart: the input may grow or shrink to match.
@@ -408,6 +410,63 @@ class _Seq:
             while pos < n and not decide(self._is_space(self._items[pos]), frame):
                 pos += 1
             parts.append(self._slice(slice(begin, pos), frame))
+
+    def replace(self, old: Any, new: Any, count: Any = -1) -> Any:  # type: ignore[override]
+        """Each occurrence found by a scan (its comparisons are branches) is replaced."""
+        frame = sys._getframe(1)
+        sub, rep = self._other_items(old), self._other_items(new)
+        count = value_of(count)
+        if sub is None or rep is None or not sub:
+            note_concretised(f"{self._kind}.replace")
+            return self._plain().replace(old, new, count)
+        items: list[Any] = []
+        pos, done = 0, 0
+        while count < 0 or done < count:
+            p = self._find(old, pos, None, frame, grow_into=False)
+            if p < 0:
+                break
+            items += self._items[pos:p] + list(rep)
+            pos, done = p + len(sub), done + 1
+        if not done:
+            return self
+        items += self._items[pos:]
+        return self._make(items, None, False)
+
+    def splitlines(self, keepends: bool = False) -> list[Any]:  # type: ignore[override]
+        """Lines, by a scan testing each character for a line boundary (``\\r\\n`` is one)."""
+        frame = sys._getframe(1)
+        ranges = self._classes.get("linebreak") or self._linebreaks()
+        items = self._items
+        n = len(items)
+        if any(value_of(x) > 255 for x in items if isinstance(x, SymInt)):
+            note_concretised(f"{self._kind}.splitlines")
+            return self._plain().splitlines(keepends)
+        lines = []
+        pos = p = 0
+        while p < n:
+            x = items[p]
+            v = value_of(x)
+            if decide(in_ranges(x, ranges, any(lo <= v <= hi for lo, hi in ranges)), frame):
+                end = p + 1
+                if v == 13 and p + 1 < n and decide(all_equal([items[p + 1]], [10]), frame):
+                    end = p + 2
+                lines.append(self._slice(slice(pos, end if keepends else p), frame))
+                pos = p = end
+            else:
+                p += 1
+        if pos < n:
+            lines.append(self._slice(slice(pos, None), frame))
+        self._end_branch(frame, n)
+        return lines
+
+    @classmethod
+    def _linebreaks(cls) -> list[tuple[int, int]]:
+        if cls._kind == "bytes":
+            ranges = [(10, 10), (13, 13)]
+        else:
+            ranges = ranges_of(v for v in range(256) if len(("a" + chr(v) + "a").splitlines()) > 1)
+        cls._classes["linebreak"] = ranges
+        return ranges
 
     def partition(self, sep: Any) -> tuple[Any, Any, Any]:  # type: ignore[override]
         frame = sys._getframe(1)
