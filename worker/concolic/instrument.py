@@ -24,11 +24,13 @@ import ast
 import importlib
 import importlib.abc
 import importlib.machinery
+import pkgutil
 import sys
 import types
 from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.models import (
+    INSTRUMENTED,
     instrumented_builtins,
     sym_contains,
     sym_from_bytes,
@@ -245,9 +247,19 @@ def _import_instrumented(module_name: str, extra: tuple[str, ...]) -> tuple[type
         module = importlib.import_module(module_name)
         for name in extra:  # listed modules the target does not import itself
             try:
-                importlib.import_module(name)
+                listed = importlib.import_module(name)
             except ImportError as exc:
                 raise TargetLoadError(f"cannot import instrumented module {name!r}: {exc}") from exc
+            # and a listed package's submodules, which its functions may import when called
+            for info in pkgutil.walk_packages(getattr(listed, "__path__", []), name + "."):
+                if wanted(info.name):
+                    try:
+                        importlib.import_module(info.name)
+                    except Exception:  # noqa: BLE001 - optional parts (a missing dependency)
+                        pass
+        for name in finder.loaded:
+            if name in sys.modules:
+                INSTRUMENTED.setdefault(name, sys.modules[name])
     finally:
         sys.meta_path.remove(finder)
         for name in list(sys.modules):

@@ -33,6 +33,7 @@ from symfence.worker.concolic.symbolic import (
     all_equal,
     any_true,
     decide,
+    fix,
     implicit_branch,
     in_ranges,
     note_concretised,
@@ -556,7 +557,7 @@ class _SymStream:
         if self._sym is None:
             return super().read(size)  # type: ignore[misc]
         frame = sys._getframe(1)
-        size = size.concrete(f"{self._kind}.read_size") if isinstance(size, SymInt) else size
+        size = fix(size, f"{self._kind}.read_size", frame)
         start = super().tell()  # type: ignore[misc]
         super().read(size)  # type: ignore[misc]
         if size is None or size < 0:
@@ -569,7 +570,7 @@ class _SymStream:
         if self._sym is None:
             return super().readline(size)  # type: ignore[misc]
         frame = sys._getframe(1)
-        size = size.concrete(f"{self._kind}.read_size") if isinstance(size, SymInt) else size
+        size = fix(size, f"{self._kind}.read_size", frame)
         start = super().tell()  # type: ignore[misc]
         line = super().readline(size)  # type: ignore[misc]
         items = self._sym._items
@@ -614,7 +615,7 @@ class _SymStream:
         return self._sym
 
     def seek(self, pos: Any, whence: int = 0) -> int:
-        pos = pos.concrete(f"{self._kind}.seek") if isinstance(pos, SymInt) else pos
+        pos = fix(pos, f"{self._kind}.seek", sys._getframe(1))
         if self._sym is not None and whence == 2 and isinstance(pos, int) and pos < 0:
             # seeking back from the end needs that many bytes: the length decides (ValueError if not)
             length = self._sym._len
@@ -754,7 +755,7 @@ def unpack(fmt: Any, buffer: Any) -> tuple[Any, ...]:
 
 
 def unpack_from(fmt: Any, buffer: Any, offset: Any = 0) -> tuple[Any, ...]:
-    offset = offset.concrete("struct.offset") if isinstance(offset, SymInt) else offset
+    offset = fix(offset, "struct.offset", sys._getframe(1))
     size = _struct.calcsize(fmt)
     if isinstance(buffer, SymBytes) and offset >= 0:
         _length_is(buffer, size, False, offset, sys._getframe(1))
@@ -786,7 +787,7 @@ class Struct(_struct.Struct):
         return _unpack_items(self.format, buffer._items, concrete)
 
     def unpack_from(self, buffer: Any, offset: Any = 0) -> tuple[Any, ...]:
-        offset = offset.concrete("struct.offset") if isinstance(offset, SymInt) else offset
+        offset = fix(offset, "struct.offset", sys._getframe(1))
         if isinstance(buffer, SymBytes) and offset >= 0:
             _length_is(buffer, self.size, False, offset, sys._getframe(1))
         concrete = super().unpack_from(_plain_buffer(buffer), offset)
@@ -886,11 +887,34 @@ def model_module(name: str) -> types.ModuleType | None:
 
 
 _real_import = builtins.__import__
+# name -> the rewritten copy (``instrument`` fills it): an import run later, inside a function,
+# finds the rewritten module here, not the plain one that is back in sys.modules by then.
+INSTRUMENTED: dict[str, types.ModuleType] = {}
+
+
+def _absolute(name: str, globals: Any, level: int) -> str | None:
+    if level == 0:
+        return name
+    package = (globals or {}).get("__package__") or ""
+    parts = package.rsplit(".", level - 1)
+    if len(parts) < level:
+        return None
+    base = parts[0]
+    return f"{base}.{name}" if name else base
 
 
 def sym_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                level: int = 0) -> Any:
-    """``__import__`` of instrumented modules: models for io, struct, re and C modules."""
+    """``__import__`` of instrumented modules: rewritten copies, models for io, struct, re and C modules."""
+    if INSTRUMENTED:
+        absolute = _absolute(name, globals, level)
+        copy = INSTRUMENTED.get(absolute) if absolute else None
+        if copy is not None:
+            if fromlist:
+                return copy
+            top = INSTRUMENTED.get(absolute.partition(".")[0]) if level == 0 else copy
+            if top is not None:
+                return top
     module = _real_import(name, globals, locals, fromlist, level)
     if level != 0 or (not fromlist and "." in name):
         return module

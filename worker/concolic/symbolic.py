@@ -193,6 +193,19 @@ def note_concretised(kind: str, proxy: SymInt | None = None) -> None:
         _active.concretised(proxy, kind)
 
 
+def fix(x: Any, kind: str, frame: Any) -> Any:
+    """The concrete value of a SymInt that a model cannot keep symbolic (a seek position, a
+    read size, a slice start): counted as a concretisation of ``kind`` and recorded as the
+    branch ``x == value`` (taken), so the path stays exact and negating it tries another value."""
+    if not isinstance(x, SymInt):
+        return x
+    if _active is not None:
+        _active.concretisations[kind] += 1
+        v = x.value
+        implicit_branch(frame, True, lambda: (x.term() == v, x.deps) if x.expr is not None else None)
+    return x.value
+
+
 def decide(test: Any, frame: Any) -> bool:
     """The truth of ``test``; a SymBool is recorded as an implicit branch at ``frame``."""
     if isinstance(test, SymBool):
@@ -329,9 +342,10 @@ class SymInt(int):
     def _binary(self, other: object, op: Callable[[Any, Any], Any], term: Callable[[Any, Any], Any],
                 reflected: bool = False) -> Any:
         parsed = operand(other)
-        if parsed is None:  # floats, bytes, lists, ...: untracked
+        if parsed is None:  # floats, bytes, lists, ...: untracked (an int times a list: fixed)
             kind = f"mixed:{type(other).__name__}"
-            return op(other, self.concrete(kind)) if reflected else op(self.concrete(kind), other)
+            mine = fix(self, kind, sys._getframe(2))
+            return op(other, mine) if reflected else op(mine, other)
         other_value, other_term, other_deps, other_width = parsed
         x, y = (other_value, self.value) if reflected else (self.value, other_value)
         value = op(x, y)

@@ -27,6 +27,7 @@ from symfence.worker.concolic.symbolic import (
     all_equal,
     any_true,
     decide,
+    fix,
     implicit_branch,
     in_ranges,
     note_concretised,
@@ -188,8 +189,8 @@ class _Seq:
 
     def _slice(self, key: slice, frame: Any) -> Any:
         start, stop, step = key.start, key.stop, key.step
-        c_start, c_stop, c_step = (_concrete_bound(start), _concrete_bound(stop),
-                                   _concrete_bound(step))
+        c_start, c_stop, c_step = (fix(start, "slice_start", frame), _concrete_bound(stop),
+                                   fix(step, "slice_step", frame))
         items = self._items[slice(c_start, c_stop, c_step)]
         n = len(self._items)
         length = None
