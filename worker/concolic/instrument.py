@@ -30,7 +30,6 @@ import types
 from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.models import (
-    INSTRUMENTED,
     instrumented_builtins,
     sym_contains,
     sym_from_bytes,
@@ -159,17 +158,18 @@ def instrument_source(source: str, filename: str) -> types.CodeType:
     return compile(tree, filename, "exec")
 
 
-def prepare_namespace(namespace: dict[str, Any]) -> None:
+def prepare_namespace(namespace: dict[str, Any], rewritten: dict[str, types.ModuleType]) -> None:
     """Give a module namespace the helpers and builtins instrumented code expects."""
-    namespace["__builtins__"] = instrumented_builtins()
+    namespace["__builtins__"] = instrumented_builtins(rewritten)
     namespace.update(HELPERS)
 
 
 class _Loader(importlib.abc.Loader):
     """Executes a module's source through ``instrument_source``."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, rewritten: dict[str, types.ModuleType]):
         self.inner = inner
+        self.rewritten = rewritten
 
     def create_module(self, spec: Any) -> None:
         return None
@@ -177,7 +177,7 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: types.ModuleType) -> None:
         source = self.inner.get_source(module.__name__)
         code = instrument_source(source, self.inner.get_filename(module.__name__))
-        prepare_namespace(module.__dict__)
+        prepare_namespace(module.__dict__, self.rewritten)
         exec(code, module.__dict__)
 
     def get_source(self, name: str) -> Any:
@@ -190,6 +190,7 @@ class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, wanted: Callable[[str], bool]):
         self.wanted = wanted
         self.loaded: list[str] = []
+        self.rewritten: dict[str, types.ModuleType] = {}  # filled once the load is complete
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if not self.wanted(name):
@@ -197,7 +198,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             return None
-        spec.loader = _Loader(spec.loader)
+        spec.loader = _Loader(spec.loader, self.rewritten)
         self.loaded.append(name)
         return spec
 
@@ -259,7 +260,7 @@ def _import_instrumented(module_name: str, extra: tuple[str, ...]) -> tuple[type
                         pass
         for name in finder.loaded:
             if name in sys.modules:
-                INSTRUMENTED.setdefault(name, sys.modules[name])
+                finder.rewritten[name] = sys.modules[name]
     finally:
         sys.meta_path.remove(finder)
         for name in list(sys.modules):

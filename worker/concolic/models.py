@@ -887,9 +887,6 @@ def model_module(name: str) -> types.ModuleType | None:
 
 
 _real_import = builtins.__import__
-# name -> the rewritten copy (``instrument`` fills it): an import run later, inside a function,
-# finds the rewritten module here, not the plain one that is back in sys.modules by then.
-INSTRUMENTED: dict[str, types.ModuleType] = {}
 
 
 def _absolute(name: str, globals: Any, level: int) -> str | None:
@@ -903,34 +900,41 @@ def _absolute(name: str, globals: Any, level: int) -> str | None:
     return f"{base}.{name}" if name else base
 
 
-def sym_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
-               level: int = 0) -> Any:
-    """``__import__`` of instrumented modules: rewritten copies, models for io, struct, re and C modules."""
-    if INSTRUMENTED:
-        absolute = _absolute(name, globals, level)
-        copy = INSTRUMENTED.get(absolute) if absolute else None
-        if copy is not None:
-            if fromlist:
-                return copy
-            top = INSTRUMENTED.get(absolute.partition(".")[0]) if level == 0 else copy
-            if top is not None:
-                return top
-    module = _real_import(name, globals, locals, fromlist, level)
-    if level != 0 or (not fromlist and "." in name):
-        return module
-    model = model_module(name)
-    return module if model is None else model
+def make_import(rewritten: dict[str, types.ModuleType]) -> Callable[..., Any]:
+    """The ``__import__`` of the modules of one instrumented load: its rewritten copies (``rewritten``,
+    name -> module, filled by ``instrument``), so an import run later inside a function finds the
+    rewritten module rather than the plain one back in sys.modules; models for io, struct, re and
+    C modules."""
+
+    def sym_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+                   level: int = 0) -> Any:
+        if rewritten:
+            absolute = _absolute(name, globals, level)
+            copy = rewritten.get(absolute) if absolute else None
+            if copy is not None:
+                if fromlist:
+                    return copy
+                top = rewritten.get(absolute.partition(".")[0]) if level == 0 else copy
+                if top is not None:
+                    return top
+        module = _real_import(name, globals, locals, fromlist, level)
+        if level != 0 or (not fromlist and "." in name):
+            return module
+        model = model_module(name)
+        return module if model is None else model
+
+    return sym_import
 
 
 def _counting_builtin(name: str) -> Callable[..., Any]:
     return _counting(getattr(builtins, name), f"builtin.{name}")
 
 
-def instrumented_builtins() -> dict[str, Any]:
-    """The ``__builtins__`` of an instrumented module."""
+def instrumented_builtins(rewritten: dict[str, types.ModuleType]) -> dict[str, Any]:
+    """The ``__builtins__`` of an instrumented module of the load whose copies are ``rewritten``."""
     table = dict(builtins.__dict__)
     table.update({
-        "__import__": sym_import, "len": sym_len, "ord": sym_ord, "chr": sym_chr,
+        "__import__": make_import(rewritten), "len": sym_len, "ord": sym_ord, "chr": sym_chr,
         "isinstance": sym_isinstance,
     })
     for name in ("hex", "oct", "bin", "format", "ascii"):
