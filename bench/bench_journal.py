@@ -7,6 +7,7 @@ the coordinator would do anyway (dict/set updates, no journal). Inputs, hashes a
 prepared before timing, so the numbers are the journal's own cost.
 
     .venv/bin/python bench/bench_journal.py [--results 20000] [--groups 1,16,256] [--repeat 3]
+        [--synchronous normal,full]   (journal.synchronous: FULL fsyncs the WAL at every commit)
 """
 
 from __future__ import annotations
@@ -99,9 +100,10 @@ def run_baseline(prep: Prepared) -> Row:
     )
 
 
-def run_journal(prep: Prepared, group: int, directory: Path) -> Row:
+def run_journal(prep: Prepared, group: int, directory: Path, sync: str = "normal") -> Row:
     path = directory / f"journal-g{group}.sqlite"
-    journal = Journal.open(path, resume=False, batch_ops=group * OPS_PER_RESULT, batch_ms=60_000.0)
+    journal = Journal.open(path, resume=False, batch_ops=group * OPS_PER_RESULT, batch_ms=60_000.0,
+                           synchronous=sync)
     seeds = journal.add_seeds(NewEntry(d, s, w) for d, s, w in prep.seeds)
     journal.flush()
     pending = collections.deque(e.work_id for e in seeds)
@@ -124,7 +126,7 @@ def run_journal(prep: Prepared, group: int, directory: Path) -> Row:
     n = len(prep.children)
     size = sum(p.stat().st_size for p in directory.glob(path.name + "*") if p.suffix != ".lock")
     return Row(
-        f"journal, group {group}", group, n, seconds, n / seconds, seconds / n * 1e6,
+        f"journal, group {group}" + ("" if sync == "normal" else f", synchronous={sync}"), group, n, seconds, n / seconds, seconds / n * 1e6,
         len(flush_s), sum(flush_s) / len(flush_s) * 1e3, max(flush_s) * 1e3, size,
     )
 
@@ -149,6 +151,7 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=20_000, help="results per case")
     parser.add_argument("--groups", default="1,16,256", help="results per flush, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs per case; the median is shown")
+    parser.add_argument("--synchronous", default="normal,full", help="journal.synchronous settings to compare")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).resolve().parent / "results" / "journal.json"
     )
@@ -157,7 +160,8 @@ def main() -> None:
 
     prep = prepare(args.results)
     cases: list[tuple[str, Callable[[Path], Row]]] = [("baseline", lambda _: run_baseline(prep))]
-    cases += [(f"group {g}", lambda d, g=g: run_journal(prep, g, d)) for g in groups]
+    cases += [(f"group {g} {sync}", lambda d, g=g, sync=sync: run_journal(prep, g, d, sync))
+              for sync in args.synchronous.split(",") for g in groups]
     rows: list[Row] = []
     repeats: list[list[float]] = []
     for _, case in cases:
