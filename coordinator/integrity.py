@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import struct
 from pathlib import Path
 from typing import Any, Iterable
 
-DIGEST_KEY = "content_digest"
+DIGEST_KEY = "content_digest_v2"  # v2: blake2b of each row's repr (an older key is ignored)
 
 # Column types per table, in the order rows are hashed (SELECT order). Values are converted to
 # these types before hashing, because SQLite hands back what it stored (an int written to a REAL
@@ -52,39 +51,35 @@ class JournalDamagedError(JournalError):
         self.what = what
 
 
-def _encode(value: Any, kind: type) -> bytes:
-    if value is None:
-        return b"N"
-    if kind is int:
-        return b"i" + str(int(value)).encode()
-    if kind is float:
-        return b"f" + struct.pack(">d", float(value))
-    if kind is bytes:
-        data = bytes(value)
-        return b"b" + len(data).to_bytes(8, "big") + data
-    text = str(value).encode("utf-8", "surrogatepass")
-    return b"s" + len(text).to_bytes(8, "big") + text
+_FLOATS = {t: tuple(i for i, (_, kind) in enumerate(cols) if kind is float) for t, cols in COLUMNS.items()}
 
 
 def row_hash(table: str, values: Iterable[Any]) -> int:
-    """A 128-bit hash of one row of `table` (values in COLUMNS order)."""
-    h = hashlib.sha256(table.encode())
-    for value, (_, kind) in zip(values, COLUMNS[table], strict=True):
-        h.update(_encode(value, kind))
-    return int.from_bytes(h.digest()[:16], "big")
+    """A 128-bit hash of one row of `table` (values in COLUMNS order).
+
+    The row's repr is hashed after REAL columns are made floats and booleans ints (what SQLite
+    hands back), so a row hashes the same written and read. One C-level hash call per row: the
+    journal hashes every row it writes."""
+    row = list(values)
+    if len(row) != len(COLUMNS[table]):
+        raise ValueError(f"{table}: {len(row)} values for {len(COLUMNS[table])} columns")
+    for i in _FLOATS[table]:
+        if row[i] is not None:
+            row[i] = float(row[i])
+    row = [int(v) if v is True or v is False else v for v in row]
+    digest = hashlib.blake2b(f"{table}{row!r}".encode("utf-8", "surrogatepass"), digest_size=16)
+    return int.from_bytes(digest.digest(), "big")
 
 
 def blob_hash(table: str, blob: bytes) -> int:
-    h = hashlib.sha256(table.encode())
-    h.update(blob)
-    return int.from_bytes(h.digest()[:16], "big")
+    if not isinstance(blob, bytes):
+        raise TypeError(f"{table}: a {type(blob).__name__} where a blob belongs")
+    return int.from_bytes(hashlib.blake2b(table.encode() + blob, digest_size=16).digest(), "big")
 
 
 def counters_hash(counters: dict[str, int]) -> int:
-    h = hashlib.sha256(b"counters")
-    for name in sorted(counters):
-        h.update(_encode(name, str) + _encode(counters[name], int))
-    return int.from_bytes(h.digest()[:16], "big")
+    text = repr(sorted(counters.items()))  # a value of another type changes the repr
+    return int.from_bytes(hashlib.blake2b(b"counters" + text.encode(), digest_size=16).digest(), "big")
 
 
 def select_columns(table: str) -> str:

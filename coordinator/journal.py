@@ -1045,6 +1045,10 @@ class Journal:
         conn.execute("BEGIN")
         try:
             self._load_rows(conn)
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
+            # SQLite is dynamically typed: a flipped type byte hands back an int for a blob.
+            conn.execute("ROLLBACK")
+            raise JournalDamagedError(self.path, f"a value of the wrong type: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             conn.execute("ROLLBACK")
             if integrity.is_damage(exc):
