@@ -197,6 +197,24 @@ def test_a_folder_turned_read_only_mid_run_stops_and_resume_continues(tmp_path):
     resume_to_the_end(tmp_path, cfg, out, seeds)
 
 
+def test_an_error_in_rank_0_before_the_campaign_ends_the_job_with_one_line(tmp_path):
+    """A read-only logs/ folder: rank 0 fails before its event loop exists; the workers, already
+    waiting for it, are stopped and the job ends (it used to hang forever)."""
+    out = tmp_path / "out"
+    logs = out / "logs"
+    logs.mkdir(parents=True)
+    r = subprocess.run(["mount", "--bind", str(logs), str(logs)], capture_output=True, timeout=30)
+    if r.returncode:
+        pytest.skip("cannot bind-mount here (not root?)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(logs)], check=True, timeout=30)
+        run = run_campaign(tmp_path, cfg_with_children(20), ranks=3, out=out, timeout_s=60)
+    finally:
+        subprocess.run(["umount", str(logs)], capture_output=True, timeout=30)
+    line = one_line_error(run, 3)
+    assert "Read-only file system" in line and "logs" in line, line
+
+
 # --- a lost write-ahead log, a damaged journal ----------------------------------------------
 
 
