@@ -351,7 +351,9 @@ class Coordinator:
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
         self.claims.abandoned += len(self.claims.pending)
-        self.unstopped = missing
+        # Hung: alive but no STOP ack, or lost (silent) and never heard from again. MPI cannot
+        # finalize with them; cli ends the job with MPI_Abort and the documented exit code 1.
+        self.unstopped = sorted(set(missing) | (self.lost - self.failed))
         clean = not missing and self.pump.error is None and self.failure is None
         for write in (lambda: self.journal.end_run(clean=clean), self._flush, self._write_stats):
             try:

@@ -203,10 +203,16 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
         from symfence.coordinator.failure import report
 
         report(coordinator.failure)
+    if coordinator.unstopped:
+        structlog.get_logger().warning("campaign.abort_hung", ranks=coordinator.unstopped, exit_code=code)
     try:
         handle.close()
     except OSError:
         pass  # the log's own failed write was reported above
+    if coordinator.unstopped:  # a hung worker: MPI_Finalize would hang and mpiexec's code vary
+        sys.stdout.flush()
+        sys.stderr.flush()
+        comm.Abort(code or 1)
     _finalize_with_watchdog()
     return code
 
