@@ -189,7 +189,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "exec_timeout_s": (1.0, _float(0.01)),  # one execution; longer is a hang
         # Longest input libFuzzer may generate. 0 = libFuzzer's gradual length control, which
         # restarts from the corpus' longest input in every slice (too short for e.g. tar's
-        # 512-byte headers); an explicit length is used from each slice's first execution.
+        # 512-byte headers); a length here is used from each slice's first execution
+        # (-max_len with -len_control=0: -max_len alone still ramps up to it).
         "max_len": (4096, _int(0)),
         "max_candidates": (1000, _int(1)),  # kept inputs returned per slice
         "dictionary": (True, _bool),  # feed the engine's comparison constants to libFuzzer

@@ -211,8 +211,8 @@ class FuzzExecutor:
                 f"-timeout={int(2 * opts.exec_timeout_s) + 1}",
                 f"-artifact_prefix={run.folder / 'artifacts'}{os.sep}", "-print_final_stats=1",
                 "-rss_limit_mb=2048"]
-        if opts.max_len:  # an explicit -max_len turns off libFuzzer's gradual length control
-            args.append(f"-max_len={opts.max_len}")
+        if opts.max_len:  # and no gradual length control: its ramp would restart with every slice
+            args += [f"-max_len={opts.max_len}", "-len_control=0"]
         if run.state.tokens:
             args.append(f"-dict={run.state.dictionary}")
         spec = {"target": run.task.target, "sys_path": list(sys.path), "libfuzzer_args": args,
