@@ -501,7 +501,11 @@ class Coordinator:
         failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
-        executor, options = (item.stage, self.plan.fuzz_options) if item.stage else (self.corpus_executor, self.options)
+        if item.stage:  # a slice ends with the budget, not after it
+            duration = self.cfg["campaign.duration_s"]
+            executor, options = item.stage, self.plan.slice_options(duration - (now - self._t0) if duration else None)
+        else:
+            executor, options = self.corpus_executor, self.options
         work = Work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
                     options, self.deadline_s, version, delta, item.attempts + 1)
         self.pump.send(rank, Tag.WORK, encode(work))

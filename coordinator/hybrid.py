@@ -154,6 +154,13 @@ class HybridPlan:
         self._slices[work_id] = _SliceInfo(rank, target, (end, len(tokens)))
         return WorkItem(work_id, spec, sha, target, self._seq, stage=Stage.FUZZ.value)
 
+    def slice_options(self, budget_left_s: float | None) -> dict[str, Any]:
+        """A slice's options: ``slice_s`` cut to what is left of the campaign's budget (>= 1 s)."""
+        options = dict(self.fuzz_options)
+        if budget_left_s is not None:
+            options["slice_s"] = max(1.0, min(float(options["slice_s"]), round(budget_left_s, 1)))
+        return options
+
     def slice_ended(self, item: WorkItem, *, committed: bool) -> None:
         """A slice's dispatch ended; a committed one acknowledges what it carried."""
         info = self._slices.pop(item.work_id, None)

@@ -209,3 +209,32 @@ def test_a_long_backlog_goes_over_several_slices():
         got += entries
         plan.slice_ended(item, committed=True)
     assert got == big
+
+
+def test_slices_end_with_the_budget():
+    plan = _plan("hybrid")
+    assert plan.slice_options(None)["slice_s"] == 10.0
+    assert plan.slice_options(4.26)["slice_s"] == 4.3
+    assert plan.slice_options(0.2)["slice_s"] == 1.0
+
+
+def test_an_aborted_slice_leaves_no_process_and_the_next_one_runs():
+    import os
+
+    ex = make_executor("fuzz")
+    try:
+        ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"\x00",), ())), "tests.hybrid_targets:plist", 1,
+                      {"slice_s": 30.0}))
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            assert ex.wait(0.05) is None
+        pid = ex.inner._run.proc.pid
+        ex.abort()  # what a CANCEL (deadline, stop) does
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+        assert ex.wait(0.05) is None
+        outcome = _run(ex, Task("t" * 64, "v" * 64, pack_spec(SliceSpec()), "tests.hybrid_targets:plist", 2,
+                                {"slice_s": 1.0}))
+    finally:
+        ex.close()
+    assert outcome.status is ExitKind.OK and outcome.execs > 0
