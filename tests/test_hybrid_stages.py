@@ -82,7 +82,7 @@ def test_fuzz_slice_keeps_inputs_and_goes_on_after_crashes():
     try:
         entries = (b"\x00\x00", b"\x01\x02", b"\xab\x01", b"\x02\x02", b"\x03\x03")
         outcome = _run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec(entries, (b"\xab\xab",))),
-                                target, 1, {"slice_s": 6.0, "exec_timeout_s": 0.5}))
+                                target, 1, {"slice_s": 6.0, "exec_timeout_s": 0.2}))
     finally:
         ex.close()
     assert outcome.status is ExitKind.OK, outcome.error

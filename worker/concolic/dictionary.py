@@ -9,7 +9,8 @@ byte variables ``b0, b1, ...``) and returns the constants the input was compared
   "little") == 0xBEEF``): the constant in k bytes, big- and little-endian.
 
 Tokens shorter than two bytes are dropped (the fuzzer finds a single byte on its own). The result
-is deduplicated, in first-seen order, capped at ``limit``.
+is deduplicated, in first-seen order, capped at ``limit``. Walking z3 terms costs ~1 ms per
+condition, so each branch site is walked a few times per process, not on every task.
 """
 
 from __future__ import annotations
@@ -58,9 +59,24 @@ def _constant_tokens(value: int, width: int) -> list[bytes]:
     return [big, big[::-1]] if width >= 2 and big != big[::-1] else [big]
 
 
-def comparison_constants(conds: Iterable[z3.BoolRef], limit: int = 256) -> tuple[bytes, ...]:
+_HARVESTS_PER_SITE = 4  # a branch site's constants rarely change: later runs skip it (cost)
+_harvested: dict[int, int] = {}  # site -> conditions walked there (per process)
+
+
+def comparison_constants(conds: Iterable[z3.BoolRef], sites: Iterable[int] | None = None,
+                         limit: int = 256) -> tuple[bytes, ...]:
+    """Tokens from ``conds``; with ``sites`` (the branch site of each condition), a site already
+    walked ``_HARVESTS_PER_SITE`` times in this process is skipped."""
     tokens: dict[bytes, None] = {}
+    site_of = iter(sites) if sites is not None else None
     for cond in conds:
+        if site_of is not None:
+            site = next(site_of, None)
+            if _harvested.get(site, 0) >= _HARVESTS_PER_SITE:
+                continue
+            _harvested[site] = _harvested.get(site, 0) + 1
+            if len(_harvested) > 1 << 16:
+                _harvested.clear()
         budget = [_MAX_NODES]
         single: dict[int, int] = {}  # byte index -> constant it was compared with (this condition)
         stack, seen = [cond], set()

@@ -250,7 +250,7 @@ class _Search:
 
     def _expand(self, run: Run) -> None:
         rec, opts, task = run.recorder, self.options, self.task
-        self.tokens = comparison_constants(rec.conds)
+        self.tokens = comparison_constants(rec.conds, rec.sites)
         assert run.variables is not None
         groups = _Groups()
         pins = rec.pins

@@ -8,7 +8,8 @@ never resends the whole queue. A slice runs ``python -m symfence.worker.fuzz.sli
 caught inside (the run goes on), and when something Python cannot catch ends the process early
 (native crash, native hang past libFuzzer's ``-timeout``, out of memory) the executor keeps
 libFuzzer's artifact, drops that input from the corpus and starts the child again for the rest
-of the slice (no restart after twice the slice length plus 10 s of wall time). The outcome's candidates are every input libFuzzer kept
+of the slice (no restart after twice the slice length plus 10 s of wall time, start-ups
+excluded, or 50 restarts). The outcome's candidates are every input libFuzzer kept
 in this slice (OK), and every crash and hang (CRASH / HANG with their traceback). Traces are
 filled in by ``TracedExecutor`` (the real tracer), not here.
 
@@ -36,7 +37,8 @@ from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 from symfence.worker.realtrace.client import child_env
 
 _MIN_RUN_S = 1  # libFuzzer's -max_total_time is whole seconds; less is not worth a restart
-_RESTART_ALLOWANCE_S = 10.0  # wall time for restarts' start-ups, beyond twice the slice length
+_RESTART_ALLOWANCE_S = 10.0  # wall time (start-ups excluded) beyond twice the slice length
+_MAX_RESTARTS = 50
 _START_GRACE_S = 30.0  # import + instrumentation + corpus load before the slice clock matters
 _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
                    "timeout": ExitKind.HANG}
@@ -112,6 +114,8 @@ class _Slice:
     proc: subprocess.Popen | None = None
     run_started: float = 0.0
     run_budget: float = 0.0  # this run's -max_total_time
+    run_started_wall: float = 0.0
+    startup_s: float = 0.0  # the runs' start-ups (import, instrumentation): not slice time
     runs: int = 0
     restarts: int = 0
     execs: int = 0
@@ -227,6 +231,7 @@ class FuzzExecutor:
                 start_new_session=True,
             )
         run.run_started = time.monotonic()
+        run.run_started_wall = time.time()
         run.runs += 1
 
     @staticmethod
@@ -275,11 +280,14 @@ class FuzzExecutor:
         started = run.folder / "started"  # the child's first execution: startup is not slice time
         ran = started.exists()  # if it never ran an input (import error, ...), a restart won't either
         if ran:
-            run.fuzz_s += max(0.0, time.time() - float(started.read_text() or time.time()))
+            first_exec = float(started.read_text() or time.time())
+            run.startup_s += max(0.0, first_exec - run.run_started_wall)
+            run.fuzz_s += max(0.0, time.time() - first_exec)
             started.unlink()
         remaining = run.options.slice_s - run.fuzz_s
         # Start-up is not slice time, but restarts are not free: the wall clock caps them.
-        in_time = time.monotonic() - run.started < 2 * run.options.slice_s + _RESTART_ALLOWANCE_S
+        wall = time.monotonic() - run.started - run.startup_s
+        in_time = wall < 2 * run.options.slice_s + _RESTART_ALLOWANCE_S and run.restarts < _MAX_RESTARTS
         if ran and in_time and (early or run.proc.returncode != 0) and remaining >= _MIN_RUN_S:
             run.restarts += 1
             self._launch(run)
