@@ -30,7 +30,7 @@ from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.confirm import Claim, Confirmations
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation
-from symfence.coordinator.journal import Journal, NewEntry, NewFinding
+from symfence.coordinator.journal import FlushBatch, FlushReceipt, Journal, NewEntry, NewFinding
 from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
 from symfence.coordinator.peers import PeerPolicy, Peers, PeerState
 from symfence.coordinator.pump import Inbound, Pump
@@ -39,6 +39,7 @@ from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.coordinator.stats import Stats, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, StatusLine, TargetLine
 from symfence.coordinator.targets import TargetTracker
+from symfence.coordinator.writer import JournalWriter
 from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, encode
 from symfence.protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
 from symfence.protocol.fence import Verdict, classify
@@ -124,6 +125,8 @@ class Coordinator:
         self._stop = asyncio.Event()
         self._t0 = clock()
         self.pump: Pump | None = None
+        self.writer: JournalWriter | None = None  # the journal writer thread (writer.py), while running
+        self._saved_cov_version = -1  # the coverage version the journal's snapshot holds
         self.afl_sync = AflSide.from_config(cfg, out)  # AFL++ side by side, or None
         # Issue 10: per-rank health, bans and caps (peers.py), crash/hang claims (confirm.py).
         self.peers = Peers(PeerPolicy.from_config(cfg), clock)
@@ -145,6 +148,8 @@ class Coordinator:
             discard=() if self.peers_comm is None else (self.peers_comm,),
         )
         self.pump.start()
+        self.writer = JournalWriter(self.journal, self.out, loop.call_soon_threadsafe, self._durable,
+                                    self._write_failed)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop, f"signal {signal.Signals(sig).name}")
         if interrupt.requested():  # arrived during start-up, before these handlers existed
@@ -163,6 +168,7 @@ class Coordinator:
                 self.afl_sync.stop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+            self.writer.stop()
             self.pump.stop()
         return self.exit_code()
 
@@ -173,6 +179,9 @@ class Coordinator:
         else:
             self._seed()
             if self.afl_sync is not None:
+                await self._writer_idle()  # AFL++ starts from the durable corpus
+                if self.failure is not None:
+                    return
                 self.afl_sync.start(self.journal)
             self.dispatching = True
             self._t0 = self.clock()
@@ -257,7 +266,9 @@ class Coordinator:
         if resuming and added:
             log.info("campaign.seeds_added", seeds=len(added), targets=sorted({e.target for e in added}))
         self.stats.corpus = self.journal.corpus_count()
-        self._flush()  # seeds are durable (and in queue/) before the first dispatch
+        # The seeds' batch goes to the writer thread now; their queue/ files follow it there,
+        # in slices, while dispatch runs (a file is still written only once its entry is durable).
+        self._flush()
 
     def _resume(self) -> None:
         """Continue from the journal: its coverage, its pending work, its files."""
@@ -282,16 +293,18 @@ class Coordinator:
 
     def _restore_files(self) -> int:
         """Write queue/crash/hang files for durable journal records that have none (a kill
-        between a flush and the file writes leaves such records)."""
-        restored = 0
+        between a flush and the file writes, or before the writer thread wrote a backlog, leaves
+        such records). Queue files go to the writer thread's backlog; findings are written now."""
         have = {name.split(",", 1)[0] for name in self.out.existing("queue")}
+        missing = []
         for e in self.journal.iter_corpus():
             self.afl.depth_of[e.queue_id] = 1 if e.parent is None else self.afl.depth_of.get(e.parent, 1) + 1
             self.seed_count += e.parent is None
             self.targets[e.target].corpus += 1
             if f"id:{e.queue_id:06d}" not in have:
-                self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
-                restored += 1
+                missing.append(e)
+        self.writer.add_files(missing)
+        restored = len(missing)
         have = {kind: {name.split(",", 1)[0] for name in self.out.existing(kind)} for kind in ("crash", "hang")}
         for f in self.journal.iter_findings():
             kind = f.kind.value
@@ -355,7 +368,9 @@ class Coordinator:
         # finalize with them; cli ends the job with MPI_Abort and the documented exit code 1.
         self.unstopped = sorted(set(missing) | (self.lost - self.failed))
         clean = not missing and self.pump.error is None and self.failure is None
-        for write in (lambda: self.journal.end_run(clean=clean), self._flush, self._write_stats):
+        await self._writer_idle()
+        self.writer.stop()  # the end of the run writes the rest itself, completely
+        for write in (lambda: self.journal.end_run(clean=clean), self._flush_now, self._write_stats):
             try:
                 write()
             except Exception as exc:  # noqa: BLE001 - keep what is durable, report the first
@@ -893,15 +908,62 @@ class Coordinator:
 
     # ------------------------------------------------------------------ outputs
 
-    def _flush(self) -> None:
-        self.journal.save_coverage(self.coverage.to_bytes())
+    def _snapshot_state(self) -> None:
+        """Buffer the coverage map (when it changed) and the counters for the next flush."""
+        if self.coverage.version != self._saved_cov_version:
+            self.journal.save_coverage(self.coverage.to_bytes())
+            self._saved_cov_version = self.coverage.version
         self.journal.save_counters(self._counters())
+
+    def _flush(self) -> None:
+        """Hand what the journal buffered to the writer thread; its effects follow in `_durable`.
+        At most one batch is out: while one is written, the next waits in the journal."""
+        if self.writer is None or self.writer.busy or self.writer.stopped:
+            return
+        self._snapshot_state()
+        batch = self.journal.prepare()
+        if batch is not None:
+            self.writer.submit(batch)
+
+    async def _writer_idle(self) -> None:
+        while self.writer.busy:
+            await self._wait_change(0.05)
+
+    def _write_failed(self, batch: FlushBatch | None, exc: BaseException) -> None:
+        """The writer thread could not write a batch (kept for the next flush) or a queue file."""
+        if batch is not None:
+            self.journal.finish(batch, ok=False)
+            self.writer.busy = False
+        self._changed.set()
+        self.fail(exc)
+
+    def _durable(self, batch: FlushBatch, receipt: FlushReceipt) -> None:
+        """A batch is durable (writer thread): finish it, then what may follow a commit."""
+        self.journal.finish(batch, ok=True)
+        self.writer.busy = False
+        self._changed.set()
+        try:
+            self._announce(receipt)
+        except Exception as exc:  # noqa: BLE001 - a failed write stops the run like any other
+            self.fail(exc)
+
+    def _flush_now(self) -> None:
+        """The end of the run: flush on this thread and write every file still owed, completely."""
+        self._snapshot_state()
         failpoints.hit("flush.before", self.journal.path)
         durable = self.journal.flush()
         failpoints.hit("flush.after")
-        for e in durable.entries:
-            failpoints.hit("queue", self.out.queue)
-            self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+        if self.writer is not None:
+            self.writer.add_files(durable.entries)
+            self.writer.drain_files()
+        else:
+            for e in durable.entries:
+                failpoints.hit("queue", self.out.queue)
+                self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+        self._announce(durable)
+
+    def _announce(self, durable: FlushReceipt) -> None:
+        """What a durable batch allows: AFL++ export, finding files, their counters and logs."""
         if self.afl_sync is not None:
             self.afl_sync.export(durable.entries)
         for f in durable.findings:

@@ -308,6 +308,31 @@ class FlushReceipt:
 
 
 @dataclass(frozen=True)
+class FlushBatch:
+    """Everything one flush writes, copied off the mirror (`Journal.prepare`): field tuples and
+    immutable records only, so another thread can write it while the mirror changes."""
+
+    entries: tuple[CorpusEntry, ...]
+    findings: tuple[Finding, ...]
+    work: Mapping[str, tuple]  # work_id -> the work row's fields (COLUMNS order)
+    provenance: tuple[tuple[str, int, int, int | None], ...]
+    coverage: bytes | None  # None: unchanged
+    counters: Mapping[str, int] | None  # None: unchanged
+    run_end: tuple | None  # the runs row's fields, when this run's end is recorded
+    ops: int
+
+    def merged(self, later: FlushBatch) -> FlushBatch:
+        """This (failed) batch followed by a later one, as one batch: later values win."""
+        return FlushBatch(
+            self.entries + later.entries, self.findings + later.findings,
+            {**self.work, **later.work}, self.provenance + later.provenance,
+            later.coverage if later.coverage is not None else self.coverage,
+            later.counters if later.counters is not None else self.counters,
+            later.run_end if later.run_end is not None else self.run_end, self.ops + later.ops,
+        )
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """One coordinator run on this output directory."""
 
@@ -417,6 +442,10 @@ class Journal:
         self._run_end_dirty = False
         self._ops = 0
         self._batch_started = 0.0
+        self._writing: FlushBatch | None = None  # prepared, being written (maybe by another thread)
+        self._unwritten: FlushBatch | None = None  # a batch whose write failed: retried next
+        self._synchronous = Durability.NORMAL.value
+        self._extra_conns: list[sqlite3.Connection] = []
         # The content digest of what is durable (integrity.py): per-row hashes of mutable rows.
         self._digest = 0
         self._work_hash: dict[str, int] = {}
@@ -481,6 +510,7 @@ class Journal:
                     conn, path, readonly=False, lock=lock,
                     batch_ops=batch_ops, batch_ms=batch_ms, clock=clock,
                 )
+                journal._synchronous = durability.value
                 journal.recovery = journal._recover()
             except BaseException:
                 conn.close()
@@ -543,6 +573,9 @@ class Journal:
         try:
             return FlushReceipt() if self._readonly else self.flush()
         finally:
+            for extra in self._extra_conns:
+                extra.close()
+            self._extra_conns = []
             self._conn.close()
             self._conn = None
             if self._lock is not None:
@@ -560,6 +593,8 @@ class Journal:
         conn = self._writable()
         if self._current_run is not None:
             raise JournalError("begin_run called twice in one process")
+        if self._writing is not None:
+            raise JournalError("begin_run while a flush is being written")
         number = self._runs[-1].run + 1 if self._runs else 1
         record = RunRecord(number, epoch_hex, time.time(), None, False)
         h = integrity.row_hash("runs", (record.run, record.epoch, record.started, None, 0))
@@ -597,7 +632,7 @@ class Journal:
             hangs=self._next_finding_id[FindingKind.HANG],
             runs=len(self._runs),
             last_run=self._runs[-1] if self._runs else None,
-            unflushed_ops=self._ops,
+            unflushed_ops=self.unflushed_ops,
         )
 
     @property
@@ -831,7 +866,8 @@ class Journal:
 
     @property
     def unflushed_ops(self) -> int:
-        return self._ops
+        """Records not durable yet: buffered, plus a failed batch kept for the next flush."""
+        return self._ops + (self._unwritten.ops if self._unwritten is not None else 0)
 
     def needs_flush(self) -> bool:
         """True once the batch is big enough (batch_ops) or its oldest op old enough (batch_ms)."""
@@ -840,6 +876,8 @@ class Journal:
 
     def flush_delay_s(self) -> float | None:
         """Seconds until a flush is due (0.0 = now); None when nothing is buffered."""
+        if self._unwritten is not None:
+            return 0.0
         if self._ops == 0:
             return None
         if self._ops >= self._batch_ops:
@@ -850,78 +888,148 @@ class Journal:
         """Write everything buffered in ONE transaction; return what just became durable.
 
         On a write error the buffer is kept: the error propagates and a later flush retries.
+        The same as `prepare` + `write` + `finish` on the calling thread (see `FlushBatch`).
         """
-        conn = self._writable()
-        if self._ops == 0:
+        self._writable()
+        if self._writing is not None:
+            raise JournalError("flush() while a flush is being written by another thread")
+        batch = self.prepare()
+        if batch is None:
             return FlushReceipt()
-        started = time.perf_counter()
-        digest = self._digest
-        work_rows = []
-        work_hashes: dict[str, int] = {}
+        try:
+            receipt = self.write(batch)
+        except BaseException:
+            self.finish(batch, ok=False)
+            raise
+        self.finish(batch, ok=True)
+        return receipt
+
+    def prepare(self) -> FlushBatch | None:
+        """Take everything buffered as one batch to write (cheap: it copies field tuples).
+
+        Called on the thread that mutates the journal. The batch may then be written by one
+        other thread (`write`, with `writer_connection()`) while mutations go on; at most one
+        batch is out at a time, and `finish` must be called before the next `prepare`. A batch
+        whose write failed is kept and written with the next one."""
+        self._writable()
+        if self._writing is not None:
+            raise JournalError("prepare() while the previous batch is not finished")
+        retry, self._unwritten = self._unwritten, None
+        if self._ops == 0:
+            if retry is not None:
+                self._writing = retry
+            return retry
+        work: dict[str, tuple] = {}
         for work_id in self._dirty_work:
             row = self._work[work_id]
-            status = row.status.value if row.status is not None else None
-            fields = (row.queue_id, work_id, row.state.value, row.token, row.attempts, row.reason,
-                      status)
-            work_rows.append(fields)
-            h = integrity.row_hash("work", fields)
-            digest ^= self._work_hash.get(work_id, 0) ^ h
+            work[work_id] = (row.queue_id, work_id, row.state.value, row.token, row.attempts, row.reason,
+                             row.status.value if row.status is not None else None)
+        run_end = None
+        if self._run_end_dirty:
+            run = self._runs[-1]
+            run_end = (run.run, run.epoch, run.started, run.ended, run.clean)
+        batch = FlushBatch(
+            entries=tuple(self._new_entries), findings=tuple(self._new_findings), work=work,
+            provenance=tuple(self._new_provenance),
+            coverage=self._coverage if self._coverage_dirty else None,
+            counters=dict(self._counters) if self._counters_dirty else None,
+            run_end=run_end, ops=self._ops,
+        )
+        if retry is not None:
+            batch = retry.merged(batch)
+        self._dirty_work = set()
+        self._new_entries = []
+        self._new_findings = []
+        self._new_provenance = []
+        self._coverage_dirty = self._counters_dirty = self._run_end_dirty = False
+        self._ops = 0
+        self._writing = batch
+        return batch
+
+    def finish(self, batch: FlushBatch, *, ok: bool) -> None:
+        """The batch's write ended (on the mutating thread): a failed one is written next time."""
+        if self._writing is not batch:
+            raise JournalError("finish() of a batch that is not the one being written")
+        self._writing = None
+        if not ok:
+            self._unwritten = batch
+
+    @property
+    def writing(self) -> bool:
+        """A prepared batch is out (being written) and not finished yet."""
+        return self._writing is not None
+
+    def writer_connection(self) -> sqlite3.Connection:
+        """A second connection for the writer thread (same file and durability), used by one
+        thread at a time; the journal's own connection stays with the mutating thread."""
+        self._writable()
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA synchronous={self._synchronous.upper()}")
+        self._extra_conns.append(conn)
+        return conn
+
+    def write(self, batch: FlushBatch, conn: sqlite3.Connection | None = None) -> FlushReceipt:
+        """Write a prepared batch in ONE transaction (row hashes and the content digest too).
+
+        Safe on another thread while the mirror is mutated: it reads only the batch and the
+        digest state, which only writes touch (one at a time). On error nothing changes."""
+        conn = conn if conn is not None else self._writable()
+        started = time.perf_counter()
+        digest = self._digest
+        row_hash = integrity.row_hash
+        work_hashes: dict[str, int] = {}
+        old = self._work_hash
+        for work_id, fields in batch.work.items():
+            h = row_hash("work", fields)
+            digest ^= old.get(work_id, 0) ^ h
             work_hashes[work_id] = h
         corpus_rows = [
             (e.queue_id, e.target, e.sha256, e.bound, e.parent, e.origin, e.new_bits, e.found_s)
-            for e in self._new_entries
+            for e in batch.entries
         ]
         for fields in corpus_rows:
-            digest ^= integrity.row_hash("corpus", fields)
+            digest ^= row_hash("corpus", fields)
         finding_rows = [
             (f.kind.value, f.finding_id, f.target, f.sha256, f.detail, f.work_id, f.found_s)
-            for f in self._new_findings
+            for f in batch.findings
         ]
         for fields in finding_rows:
-            digest ^= integrity.row_hash("findings", fields)
+            digest ^= row_hash("findings", fields)
         coverage_hash = self._coverage_hash
-        if self._coverage_dirty and self._coverage is not None:
-            coverage_hash = integrity.blob_hash("coverage", self._coverage)
+        if batch.coverage is not None:
+            coverage_hash = integrity.blob_hash("coverage", batch.coverage)
             digest ^= self._coverage_hash ^ coverage_hash
         counters_hash = self._counters_hash
-        if self._counters_dirty:
-            counters_hash = integrity.counters_hash(self._counters) if self._counters else 0
+        if batch.counters is not None:
+            counters_hash = integrity.counters_hash(batch.counters) if batch.counters else 0
             digest ^= self._counters_hash ^ counters_hash
         run_hash: tuple[int, int] | None = None
-        if self._run_end_dirty:
-            run = self._runs[-1]
-            h = integrity.row_hash("runs", (run.run, run.epoch, run.started, run.ended, run.clean))
-            digest ^= self._run_hash.get(run.run, 0) ^ h
-            run_hash = (run.run, h)
+        if batch.run_end is not None:
+            h = row_hash("runs", batch.run_end)
+            digest ^= self._run_hash.get(batch.run_end[0], 0) ^ h
+            run_hash = (batch.run_end[0], h)
         with _transaction(conn, self.path):
             conn.executemany(
                 "INSERT INTO corpus (queue_id, target, sha256, bound, parent, origin, "
                 "new_bits, found_s, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [fields + (e.data,) for fields, e in zip(corpus_rows, self._new_entries)],
+                [fields + (e.data,) for fields, e in zip(corpus_rows, batch.entries)],
             )
-            conn.executemany(_UPSERT_WORK, work_rows)
+            conn.executemany(_UPSERT_WORK, list(batch.work.values()))
             conn.executemany(
                 "INSERT INTO findings (kind, finding_id, target, sha256, detail, work_id, "
                 "found_s, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [fields + (f.data,) for fields, f in zip(finding_rows, self._new_findings)],
+                [fields + (f.data,) for fields, f in zip(finding_rows, batch.findings)],
             )
-            if self._new_provenance:
-                conn.executemany("INSERT OR REPLACE INTO provenance VALUES (?, ?, ?, ?)", self._new_provenance)
-            if self._coverage_dirty and self._coverage is not None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO coverage (id, map) VALUES (0, ?)", (self._coverage,)
-                )
-            if self._counters_dirty:
+            if batch.provenance:
+                conn.executemany("INSERT OR REPLACE INTO provenance VALUES (?, ?, ?, ?)", batch.provenance)
+            if batch.coverage is not None:
+                conn.execute("INSERT OR REPLACE INTO coverage (id, map) VALUES (0, ?)", (batch.coverage,))
+            if batch.counters is not None:
                 conn.execute("DELETE FROM counters")
-                conn.executemany(
-                    "INSERT INTO counters (name, value) VALUES (?, ?)", self._counters.items()
-                )
-            if self._run_end_dirty:
-                run = self._runs[-1]
-                conn.execute(
-                    "UPDATE runs SET ended = ?, clean = ? WHERE run = ?",
-                    (run.ended, run.clean, run.run),
-                )
+                conn.executemany("INSERT INTO counters (name, value) VALUES (?, ?)", batch.counters.items())
+            if batch.run_end is not None:
+                run, _, _, ended, clean = batch.run_end
+                conn.execute("UPDATE runs SET ended = ?, clean = ? WHERE run = ?", (ended, clean, run))
             _write_digest(conn, digest)
         # Durable: the in-memory digest state follows.
         self._digest = digest
@@ -930,17 +1038,7 @@ class Journal:
         self._counters_hash = counters_hash
         if run_hash is not None:
             self._run_hash[run_hash[0]] = run_hash[1]
-        receipt = FlushReceipt(
-            tuple(self._new_entries), tuple(self._new_findings), self._ops,
-            time.perf_counter() - started,
-        )
-        self._dirty_work = set()
-        self._new_entries = []
-        self._new_findings = []
-        self._new_provenance = []
-        self._coverage_dirty = self._counters_dirty = self._run_end_dirty = False
-        self._ops = 0
-        return receipt
+        return FlushReceipt(batch.entries, batch.findings, batch.ops, time.perf_counter() - started)
 
     # --- internals ---------------------------------------------------------------------------
 

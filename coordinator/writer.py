@@ -1,0 +1,153 @@
+"""The journal writer thread: group commits and queue/ files written off the event loop.
+
+The event loop takes each batch off the journal's mirror (`Journal.prepare`, cheap) and hands
+it here; this one thread hashes it and runs its SQLite transaction on its own connection, then
+tells the loop (`on_durable`, or `on_error`) through `call_soon_threadsafe`. At most one batch
+is out at a time: the loop prepares the next only after the previous one finished.
+
+A queue/ file is written only after its entry is durable: the entries of each committed batch
+join a backlog that this thread writes in small slices whenever no batch waits, so a corpus of
+100,000 seeds never delays the first dispatch nor a commit. A run that ends (or a kill) with a
+backlog left loses no data: the journal holds every entry, the end of the run writes the rest
+(`drain_files`), and a resume writes the files of durable entries that have none.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable, Iterable
+
+from symfence.coordinator import failpoints
+from symfence.coordinator.journal import CorpusEntry, FlushBatch, FlushReceipt, Journal
+from symfence.coordinator.outputs import OutputDir
+
+FILES_PER_SLICE = 256  # queue files written between two looks for a waiting batch
+
+
+def write_queue_file(out: OutputDir, e: CorpusEntry) -> None:
+    failpoints.hit("queue", out.queue)
+    out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+
+
+class JournalWriter:
+    """One thread that writes prepared journal batches, then the queue/ files they made durable."""
+
+    def __init__(self, journal: Journal, out: OutputDir, post: Callable[..., Any],
+                 on_durable: Callable[[FlushBatch, FlushReceipt], None],
+                 on_error: Callable[[FlushBatch | None, BaseException], None]) -> None:
+        """`post(fn, *args)` runs fn on the loop thread (loop.call_soon_threadsafe)."""
+        self.journal = journal
+        self.out = out
+        self._post = post
+        self._on_durable = on_durable
+        self._on_error = on_error
+        self._conn = journal.writer_connection()
+        self._cv = threading.Condition()
+        self._batch: FlushBatch | None = None  # handed over, not yet picked up by the thread
+        self._files: collections.deque[CorpusEntry] = collections.deque()
+        self._files_failed = False  # a queue file could not be written: write no more here
+        self._stopping = False
+        self.busy = False  # loop thread only: a batch is out and its outcome not handled yet
+        self.stopped = False
+        self._outcomes: collections.deque[tuple[Callable[..., Any], tuple]] = collections.deque()
+        self.batches = 0
+        self.files_written = 0
+        self._thread = threading.Thread(target=self._run, name="journal-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ loop side
+
+    def submit(self, batch: FlushBatch) -> None:
+        if self.busy:
+            raise RuntimeError("a journal batch is already being written")
+        self.busy = True
+        with self._cv:
+            self._batch = batch
+            self._cv.notify()
+
+    def add_files(self, entries: Iterable[CorpusEntry]) -> None:
+        """Durable entries whose queue/ file is missing (a resume after a kill): write them."""
+        with self._cv:
+            self._files.extend(entries)
+            self._cv.notify()
+
+    @property
+    def files_pending(self) -> int:
+        return len(self._files)
+
+    def stop(self) -> None:
+        """End the thread after what it is doing (a batch handed over is still written), then
+        handle on this (the loop's) thread any outcome the loop has not run yet."""
+        self.stopped = True
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self._thread.join()
+        self._deliver_all()
+
+    def _deliver_all(self) -> None:
+        while self._outcomes:
+            fn, args = self._outcomes.popleft()
+            fn(*args)
+
+    def drain_files(self) -> int:
+        """Write every queue file still waiting, on the calling thread (after `stop`)."""
+        if self._thread.is_alive():
+            raise RuntimeError("drain_files() while the writer thread runs")
+        written = 0
+        while self._files:
+            write_queue_file(self.out, self._files[0])
+            self._files.popleft()
+            written += 1
+        self.files_written += written
+        return written
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while self._batch is None and not self._stopping and (self._files_failed or not self._files):
+                    self._cv.wait()
+                batch, self._batch = self._batch, None
+                if batch is None and self._stopping:
+                    return
+            if batch is not None:
+                self._write(batch)
+            else:
+                self._write_files()
+
+    def _write(self, batch: FlushBatch) -> None:
+        try:
+            failpoints.hit("flush.before", self.journal.path)
+            receipt = self.journal.write(batch, self._conn)
+            failpoints.hit("flush.after")
+        except BaseException as exc:  # noqa: BLE001 - reported on the loop, which stops the run
+            self._report(self._on_error, batch, exc)
+            return
+        self.batches += 1
+        with self._cv:
+            self._files.extend(receipt.entries)
+        self._report(self._on_durable, batch, receipt)
+
+    def _report(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._outcomes.append((fn, args))
+        self._post(self._deliver_all)
+
+    def _write_files(self) -> None:
+        for _ in range(FILES_PER_SLICE):
+            with self._cv:
+                if not self._files or self._batch is not None or self._stopping:
+                    return
+                entry = self._files[0]
+            try:
+                write_queue_file(self.out, entry)
+            except BaseException as exc:  # noqa: BLE001 - the entry stays queued for the end of the run
+                with self._cv:
+                    self._files_failed = True
+                self._report(self._on_error, None, exc)
+                return
+            with self._cv:
+                self._files.popleft()
+            self.files_written += 1
