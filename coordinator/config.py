@@ -151,7 +151,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "workers": {
         "heartbeat_s": (1.0, _float(0.01)),
         "lost_after_s": (10.0, _float(0.05)),
-        "poll_cap_ms": (2.0, _float(0.01, 1000)),
+        "poll_cap_ms": (10.0, _float(0.01, 1000)),  # an idle worker's longest sleep between polls
     },
     "mpi": {
         "poll_cap_ms": (1.0, _float(0.01, 1000)),

@@ -30,7 +30,7 @@ from typing import Callable
 
 from mpi4py import MPI
 
-from symfence.protocol.backoff import Backoff
+from symfence.protocol.backoff import Backoff, spins_for_host
 
 
 FAILURE_CLASSES = frozenset({MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED})
@@ -111,7 +111,7 @@ class Pump(threading.Thread):
         self.batch = batch
         self.max_frame_bytes = max_frame_bytes
         self.discard = discard
-        self.backoff = Backoff(cap_s=poll_cap_s, spins=64)
+        self.backoff = Backoff(cap_s=poll_cap_s, spins=spins_for_host())  # no spinning when ranks outnumber cores
         self._outbox: collections.deque[tuple[int, int, bytes]] = collections.deque()
         self._wake = threading.Event()
         self._stopping = False

@@ -2,6 +2,35 @@
 
 from __future__ import annotations
 
+import os
+
+SPINS = 64  # yields after progress before the first sleep, when every rank has a core of its own
+
+# What launchers export as the number of ranks on this host (MPICH's Hydra, Open MPI's prte).
+_LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+def local_ranks(environ: dict[str, str] | None = None) -> int | None:
+    """How many ranks of this job run on this host, from the launcher's environment (or None)."""
+    env = os.environ if environ is None else environ
+    for name in _LOCAL_SIZE_VARS:
+        try:
+            return max(1, int(env[name]))
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def spins_for_host(ranks: int | None = None, cores: int | None = None) -> int:
+    """Yields to spin before sleeping: SPINS when this host's ranks fit its cores, else 0.
+
+    When ranks outnumber cores, a rank that spins (sched_yield) stays runnable and takes turns
+    from ranks with a task running; sleeping at once leaves the cores to them."""
+    ranks = local_ranks() if ranks is None else ranks
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) \
+        if cores is None else cores
+    return SPINS if ranks is None or ranks <= cores else 0
+
 
 class Backoff:
     """Tells a polling loop how long to wait after a poll that found nothing.
@@ -11,7 +40,7 @@ class Backoff:
     at `cap_s / 1024` (as mpi4py.futures does) and doubles up to `cap_s`.
     """
 
-    def __init__(self, cap_s: float = 0.002, spins: int = 64) -> None:
+    def __init__(self, cap_s: float = 0.002, spins: int = SPINS) -> None:
         if cap_s <= 0 or spins < 0:
             raise ValueError("cap_s must be > 0 and spins >= 0")
         self.cap_s = cap_s
@@ -27,6 +56,11 @@ class Backoff:
     @property
     def sleeping(self) -> bool:
         return self._idle > self.spins
+
+    @property
+    def delay(self) -> float:
+        """The last delay handed out (0.0 while spinning or after progress)."""
+        return self._delay
 
     def next_delay(self) -> float:
         self._idle += 1

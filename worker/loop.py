@@ -1,7 +1,10 @@
 """The worker loop: a local FIFO of WORK (up to the dispatch depth), one task at a time.
 
 The loop never blocks in MPI: it drains messages, starts the next task, waits on the running
-executor for at most the current back-off delay, heartbeats, and repeats. Tokens are checked
+executor (blocking, for up to RUNNING_WAIT_S: the coordinator keeps the next WORK queued here,
+so nothing waits on MPI meanwhile), heartbeats, and repeats. With nothing to run it backs off
+to `workers.poll_cap_ms`, and sleeps without spinning when this host's ranks outnumber its
+cores, so idle ranks leave the cores to busy ones. Tokens are checked
 on arrival (a WORK without a valid token is refused and counted); every answer goes through the
 single `ResultSender`.
 """
@@ -17,7 +20,7 @@ from typing import Any, Callable
 
 import structlog
 
-from symfence.protocol.backoff import Backoff
+from symfence.protocol.backoff import Backoff, spins_for_host
 from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work, encode
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
@@ -30,6 +33,9 @@ from symfence.worker.sender import ResultSender
 
 log = structlog.get_logger()
 COORDINATOR = 0
+# How long a worker with a task running blocks on it before looking at MPI again: the most a
+# CANCEL or STOP of that task waits to be seen (a fault-injection run keeps the poll cap).
+RUNNING_WAIT_S = 0.02
 
 
 class Worker:
@@ -48,6 +54,7 @@ class Worker:
         self.stopping = False
         self.heartbeat_s = 1.0
         self.backoff = Backoff(cap_s=0.002)
+        self.running_wait_s = RUNNING_WAIT_S
         self.counters: collections.Counter[str] = collections.Counter()
         self.busy_s = 0.0
         self.work_received = 0
@@ -64,10 +71,11 @@ class Worker:
             return 0
         self.configure_log(setup["log_path"], self.rank)
         self.heartbeat_s = float(setup["heartbeat_s"])
-        self.backoff = Backoff(cap_s=float(setup["poll_cap_ms"]) / 1000)
+        self.backoff = Backoff(cap_s=float(setup["poll_cap_ms"]) / 1000, spins=spins_for_host())
         if setup.get("faults"):
             self.faults = FaultInjector(setup["faults"], self.world, self.peers,
                                         int(setup["world_size"]), int(setup["max_message_bytes"]))
+        self.running_wait_s = self.backoff.cap_s if self.faults else max(self.backoff.cap_s, RUNNING_WAIT_S)
         log.info("worker.started", faults=bool(self.faults))
         try:
             self._serve()
@@ -86,7 +94,7 @@ class Worker:
         return 0
 
     def _await_setup(self) -> dict[str, Any] | None:
-        backoff = Backoff(cap_s=0.01)
+        backoff = Backoff(cap_s=0.01, spins=spins_for_host())
         while True:
             # One message at a time: WORK may follow SETUP closely and must stay queued in MPI.
             for _src, tag, frame in self.world.poll(COORDINATOR, limit=1):
@@ -112,7 +120,7 @@ class Worker:
                 progressed = True
             if self.running is not None:
                 # Sleep in the executor, not in a spin: whatever arrives meanwhile only queues.
-                outcome = self._wait(self.backoff.cap_s)
+                outcome = self._wait(max(0.0, min(self.running_wait_s, next_heartbeat - time.monotonic())))
                 if outcome is not None:
                     self._receive()  # what arrived meanwhile (a CANCEL of this task wins)
                     if self.running is not None:

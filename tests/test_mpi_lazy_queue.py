@@ -1,0 +1,55 @@
+"""Queue files written lazily by the journal writer thread (issue 13): after seeding, dispatch
+starts before the seeds' queue/ files exist; every durable entry still gets its file by the
+end of the run, and a kill while the backlog is being written leaves a journal that a resume
+completes (the missing files are written, none twice, each holding its entry)."""
+
+import hashlib
+import json
+from pathlib import Path
+
+from symfence.coordinator.journal import Journal
+from tests.mpi_helpers import run_campaign, synthetic_cfg
+
+SEEDS = 5000
+
+
+def queue_files(out: Path) -> dict[int, str]:
+    files = {}
+    for path in (out / "queue").iterdir():
+        if path.name.startswith("."):
+            continue
+        qid = int(path.name.split(",")[0].removeprefix("id:"))
+        assert qid not in files, f"queue id {qid} written twice"
+        files[qid] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return files
+
+
+def durable(out: Path) -> dict[int, str]:
+    journal = Journal.read_only(out / "journal.sqlite")
+    try:
+        return {e.queue_id: e.sha256 for e in journal.iter_corpus()}
+    finally:
+        journal.close()
+
+
+def test_every_durable_entry_gets_its_queue_file_and_a_kill_mid_backlog_resumes(tmp_path):
+    # A short run: it stops (max_results) long before 5,000 tasks, with the seeds' files owed.
+    cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0}, campaign={"max_results": 50})
+    out = tmp_path / "out"
+    run = run_campaign(tmp_path, cfg, ranks=3, out=out)
+    assert run.code == 0, run.stderr[-3000:]
+    entries = durable(out)
+    assert len(entries) == SEEDS
+    assert queue_files(out) == entries
+
+    # Killed while the writer thread writes the backlog of a fresh campaign's seeds.
+    out2 = tmp_path / "out2"
+    killed = run_campaign(tmp_path, cfg, ranks=3, out=out2, env={"SYMFENCE_FAILPOINT": "queue:300:kill"})
+    assert killed.code != 0 and "campaign finished" not in killed.stdout
+    assert len(durable(out2)) == SEEDS and len(queue_files(out2)) < SEEDS
+    resumed = run_campaign(tmp_path, cfg, ranks=3, out=out2, extra_args=["--resume"])
+    assert resumed.code == 0, resumed.stderr[-3000:]
+    events = [json.loads(l) for l in (out2 / "logs" / "coordinator.jsonl").read_text().splitlines()]
+    restored = [e for e in events if e["event"] == "campaign.resumed"]
+    assert restored and restored[-1]["files_restored"] > 0
+    assert queue_files(out2) == durable(out2) and len(durable(out2)) == SEEDS
