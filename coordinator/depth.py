@@ -1,0 +1,225 @@
+"""Chooses each rank's dispatch depth from measured round trip and task time (dispatch.depth = "auto").
+
+Little's law: a worker stays busy when the dispatches in flight to it cover the task it runs
+plus the time the next WORK needs to reach it after it answers (its result travelling to the
+coordinator, the coordinator's turnaround, the WORK travelling back):
+
+    needed = 1 + round_trip / per_task        (per_task: the task plus the worker's own overhead)
+
+Sans-IO: the coordinator calls `observe(rank, sent_at, now, wall_s)` for each committed result
+(loop-clock times of the dispatch and of the commit, the worker-reported `cost.wall_s`),
+`short(rank)` when it had no work to fill the rank with, and reads `depth(rank)` when it fills.
+Everything is measured per rank, over periods of `every` results:
+
+- task time: a running estimate (EWMA over periods) of the periods' mean `wall_s`; two
+  periods in a row whose means are `step` times off the same way replace it (it changed);
+- worker overhead: the (lower) median gap `now - wall_s - last` between a result and the previous one
+  (`last`) over the period's pipelined results (WORK sent before `last`: it was queued);
+- per result: the period's length / its results. Results of one rank arrive in order, so the
+  sum of the gaps telescopes and jitter in single arrival times cancels out;
+- starved: a period clearly longer than its tasks plus overhead (the worker waited for WORK).
+  Its round trip is the (lower) median of `now - wall_s - sent_at` over the results whose WORK
+  the worker waited for: sent after the previous result arrived, or with a gap well over the
+  overhead (a queued WORK's `now - wall_s - sent_at` is its time in the queue, not the round
+  trip). Failing those, with `depth` in flight and the worker waiting once a cycle, per result =
+  (per_task + round_trip) / depth. The estimate moves (EWMA) only after `starved_after` starved
+  periods in a row, by the least of them (one stall of the coordinator is not a trend); periods
+  in which the rank ran out of work do not count. A period that was not starved measures no
+  round trip (the queue hides it): the last estimate stands.
+
+At the end of each period the rank's depth becomes `ceil(margin * needed)` if that is higher; it
+is lowered only when even `lower_margin` (> margin) fits under the current depth at `lower_after`
+period ends in a row, so noise around a boundary does not make it flap. Depths stay in
+[1, max_depth].
+
+Limitation: a round trip that shrinks while the task time stays put is not seen once the worker
+never waits (nothing then measures it): the depth stays, which costs latency, not throughput.
+A change of task time is always followed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from symfence.protocol.ids import Rank
+
+
+@dataclass(frozen=True)
+class DepthTuning:
+    """The controller's constants (only `max_depth` is a config key: `dispatch.max_depth`)."""
+
+    max_depth: int = 16
+    start_depth: int = 2  # before anything is measured: the fixed default
+    margin: float = 1.5  # raise to ceil(margin * needed) ...
+    lower_margin: float = 2.5  # ... lower only once ceil(lower_margin * needed) < the depth
+    lower_after: int = 3  # period ends in a row that agree before lowering
+    every: int = 16  # results per measuring period
+    warmup: int = 3  # a rank's first results are not measured (start-up is not round trip)
+    starved_after: int = 2  # starved periods in a row before their round trip is believed
+    idle_fraction: float = 0.05  # starved: per result > per_task * (1 + this) + idle_min_s
+    idle_min_s: float = 20e-6
+    step: float = 2.0  # a period's mean task time this many times off the estimate replaces it
+    wait_fraction: float = 0.1  # a pipelined result waited if its gap exceeds the overhead by this * per_task
+    smoothing: float = 0.5  # weight of a period's task time and round trip in their running estimates
+
+    def __post_init__(self) -> None:
+        if self.max_depth < 1 or self.start_depth < 1:
+            raise ValueError("depths must be >= 1")
+        if not 1 <= self.margin < self.lower_margin:
+            raise ValueError("need 1 <= margin < lower_margin")
+        if self.every < 2 or self.starved_after < 1 or self.lower_after < 1:
+            raise ValueError("every >= 2, starved_after >= 1, lower_after >= 1")
+
+
+@dataclass
+class RankDepth:
+    """What is known about one rank (all times in seconds)."""
+
+    depth: int
+    task_s: float | None = None  # running estimate of the periods' mean wall_s
+    task_off: int = 0  # the last period's mean was step x above (1) or below (-1) the estimate
+    overhead_s: float = 0.0  # the worker's time between two queued tasks
+    round_trip_s: float | None = None
+    last_result: float | None = None
+    results: int = 0
+    # the current period
+    period_start: float | None = None
+    n: int = 0
+    wall_sum: float = 0.0
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # (gap, trip) of pipelined results
+    waits: list[float] = field(default_factory=list)  # trips of results whose WORK found the worker idle
+    ran_short: bool = False
+    # across periods
+    starved: list[float] = field(default_factory=list)  # round trips of the starved periods in a row
+    lower_streak: int = 0
+    changes: int = 0
+    history: list[int] = field(default_factory=list)  # depths chosen, in order (the first is the start)
+
+
+class DepthController:
+    """Per-rank dispatch depths for `dispatch.depth = "auto"`."""
+
+    def __init__(self, tuning: DepthTuning | None = None) -> None:
+        self.tuning = tuning or DepthTuning()
+        self._start = min(self.tuning.start_depth, self.tuning.max_depth)
+        self.ranks: dict[Rank, RankDepth] = {}
+
+    def depth(self, rank: Rank) -> int:
+        r = self.ranks.get(rank)
+        return self._start if r is None else r.depth
+
+    def _rank(self, rank: Rank) -> RankDepth:
+        r = self.ranks.get(rank)
+        if r is None:
+            r = self.ranks[rank] = RankDepth(self._start, history=[self._start])
+        return r
+
+    def short(self, rank: Rank) -> None:
+        """The coordinator had no work to fill the rank to its depth: this period's waiting (if
+        any) says nothing about the round trip."""
+        r = self.ranks.get(rank)
+        if r is not None:
+            r.ran_short = True
+
+    def observe(self, rank: Rank, sent_at: float, now: float, wall_s: float) -> int | None:
+        """One committed result of `rank`: its WORK was sent at `sent_at`, the result is handled
+        at `now` (same clock), the task took `wall_s`. Returns the rank's new depth if it changed."""
+        r = self._rank(rank)
+        last, r.last_result = r.last_result, now
+        r.results += 1
+        if r.results <= self.tuning.warmup or r.period_start is None:
+            r.period_start = now
+            r.ran_short = False
+            return None
+        wall_s = max(wall_s, 0.0)
+        r.n += 1
+        r.wall_sum += wall_s
+        trip = max(now - wall_s - sent_at, 0.0)
+        if last is not None and sent_at < last:
+            r.gaps.append((now - wall_s - last, trip))  # pipelined: queued, unless the gap is long
+        else:
+            r.waits.append(trip)  # sent after the previous result: the worker was idle
+        if r.n >= self.tuning.every:
+            return self._end_period(r, now)
+        return None
+
+    def needed(self, rank: Rank) -> float | None:
+        """Dispatches in flight the rank needs to never wait (Little's law), or None (unmeasured)."""
+        r = self.ranks.get(rank)
+        return None if r is None else self._needed(r)
+
+    def _needed(self, r: RankDepth) -> float | None:
+        if r.round_trip_s is None or r.task_s is None:
+            return None
+        per_task = r.task_s + r.overhead_s
+        if per_task <= 0:
+            return math.inf
+        return 1.0 + r.round_trip_s / per_task
+
+    def _end_period(self, r: RankDepth, now: float) -> int | None:
+        tu = self.tuning
+        a = tu.smoothing
+        per_result = (now - r.period_start) / r.n
+        mean_wall = r.wall_sum / r.n
+        off = 0 if r.task_s is None else (mean_wall > r.task_s * tu.step) - (mean_wall < r.task_s / tu.step)
+        if r.task_s is None or (off and off == r.task_off):
+            r.task_s = mean_wall  # the task time changed: two periods in a row far off
+        else:
+            r.task_s += a * (mean_wall - r.task_s)
+        r.task_off = off
+        if len(r.gaps) * 4 >= r.n:
+            r.overhead_s = max(_low_median([g for g, _ in r.gaps]), 0.0)
+        per_task = mean_wall + r.overhead_s  # this period's, not the running estimate
+        if per_result > per_task * (1 + tu.idle_fraction) + tu.idle_min_s and not r.ran_short:
+            # Starved. The round trip is what the WORK the worker waited for took, less the task.
+            cut = r.overhead_s + max(tu.idle_min_s, tu.wait_fraction * per_task)
+            waits = r.waits + [trip for gap, trip in r.gaps if gap > cut]
+            r.starved.append(_low_median(waits) if waits else max(r.depth * per_result - per_task, 0.0))
+            del r.starved[:-tu.starved_after]
+            if len(r.starved) >= tu.starved_after:
+                trip = min(r.starved)
+                r.round_trip_s = trip if r.round_trip_s is None else r.round_trip_s + a * (trip - r.round_trip_s)
+        elif not r.ran_short:
+            r.starved.clear()
+        r.period_start, r.n, r.wall_sum, r.gaps, r.waits, r.ran_short = now, 0, 0.0, [], [], False
+        need = self._needed(r)
+        if need is None:
+            return None
+        want = self._clamp(need * tu.margin)
+        if want > r.depth:
+            r.lower_streak = 0
+            return self._set(r, want)
+        if self._clamp(need * tu.lower_margin) < r.depth:
+            r.lower_streak += 1
+            if r.lower_streak >= tu.lower_after:
+                r.lower_streak = 0
+                return self._set(r, want)
+        else:
+            r.lower_streak = 0
+        return None
+
+    def _clamp(self, x: float) -> int:
+        if math.isinf(x):
+            return self.tuning.max_depth
+        return max(1, min(self.tuning.max_depth, math.ceil(x - 1e-9)))
+
+    @staticmethod
+    def _set(r: RankDepth, depth: int) -> int | None:
+        if depth == r.depth:
+            return None
+        r.depth = depth
+        r.changes += 1
+        r.history.append(depth)
+        return depth
+
+    def stat_items(self, ranks: list[Rank]) -> dict[str, int]:
+        """fuzzer_stats rows: each rank's current depth and how often depths changed."""
+        items: dict[str, int] = {f"depth_rank_{rank}": self.depth(rank) for rank in ranks}
+        items["depth_changes"] = sum(r.changes for r in self.ranks.values())
+        return items
+
+
+def _low_median(xs: list[float]) -> float:
+    """The lower median: when a worker waits once a cycle at depth 2, half its gaps are waits."""
+    return sorted(xs)[(len(xs) - 1) // 2]

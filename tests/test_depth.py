@@ -1,0 +1,142 @@
+"""dispatch.depth = "auto" (coordinator/depth.py), sans IO: a simulated worker feeds it timings."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Callable
+
+import pytest
+
+from symfence.coordinator.depth import DepthController, DepthTuning
+from symfence.protocol.ids import Rank
+
+R1 = Rank(1)
+
+
+def simulate(ctl: DepthController, task_s: Callable[[int], float], results: int, *, out_s: float = 300e-6,
+             back_s: float = 300e-6, turnaround_s: float = 200e-6, overhead_s: float = 20e-6,
+             jitter: Callable[[], float] = lambda: 0.0, rank: Rank = R1) -> dict:
+    """One worker rank, first in first out, run to `results` results. The coordinator refills the
+    rank to its current depth whenever it handles a result (as `_fill` does after a turn). The
+    WORK takes `out_s` to arrive, the result `back_s` (+ jitter) and `turnaround_s` to be handled."""
+    flight: deque[tuple[float, float]] = deque()  # (sent_at, arrives_at) in send order
+    now = 0.0
+    for _ in range(ctl.depth(rank)):
+        flight.append((now, now + out_s))
+    free = 0.0
+    busy = 0.0
+    depths, first_start = [], None
+    settle = results // 4  # utilisation is measured after the first quarter (the ramp)
+    for k in range(results):
+        sent, arrives = flight.popleft()
+        start = max(arrives, free)
+        if k == settle:
+            first_start = start
+        t = task_s(k)
+        free = start + t + overhead_s
+        busy += t if k >= settle else 0.0
+        # One rank's results arrive in order (MPI does not overtake): a late one delays the next.
+        now = max(now, free + back_s + max(jitter(), 0.0) + turnaround_s)
+        ctl.observe(rank, sent, now, t)
+        depths.append(ctl.depth(rank))
+        while len(flight) < ctl.depth(rank):
+            flight.append((now, now + out_s))
+    return {"depths": depths, "utilisation": busy / (free - first_start)}
+
+
+def fixed_utilisation(depth: int, task_s: Callable[[int], float], results: int, **kw) -> float:
+    return simulate(_Fixed(depth), task_s, results, **kw)["utilisation"]
+
+
+class _Fixed(DepthController):
+    def __init__(self, depth: int) -> None:
+        super().__init__(DepthTuning(max_depth=depth, start_depth=depth))
+
+    def observe(self, *a, **kw):  # a fixed depth: never changes
+        return None
+
+
+def test_fast_tasks_raise_depth_and_keep_the_worker_busy():
+    ctl = DepthController(DepthTuning(max_depth=16))
+    r = simulate(ctl, lambda k: 100e-6, 2000)  # round trip 0.82 ms vs 0.12 ms per task: needs ~8
+    assert ctl.depth(R1) >= 8
+    assert r["utilisation"] > 0.97 * fixed_utilisation(16, lambda k: 100e-6, 2000)  # 0.83: 20 us overhead a task
+    assert fixed_utilisation(2, lambda k: 100e-6, 2000) < 0.3  # the fixed default would starve it
+
+
+def test_zero_time_tasks_go_to_max_depth():
+    ctl = DepthController(DepthTuning(max_depth=8))
+    simulate(ctl, lambda k: 0.0, 500)
+    assert ctl.depth(R1) == 8
+
+
+def test_slow_tasks_keep_depth_low():
+    ctl = DepthController(DepthTuning(max_depth=16))
+    r = simulate(ctl, lambda k: 20e-3, 400)
+    assert set(r["depths"]) <= {2}  # 1 + 0.8 ms / 20 ms, with the margin: 2, never more
+    assert r["utilisation"] > 0.99
+
+
+
+@pytest.mark.parametrize("before,after", [(200e-6, 20e-3), (20e-3, 200e-6), (0.0, 50e-3)])
+def test_a_change_of_task_time_is_followed_within_a_bounded_number_of_results(before, after):
+    ctl = DepthController(DepthTuning(max_depth=16))
+    change = 600
+    r = simulate(ctl, lambda k: before if k < change else after, change + 600)
+    settled_before = r["depths"][change - 1]
+    settled_after = r["depths"][-1]
+    assert settled_before != settled_after
+    # The new depth is reached within 100 results of the change and then held.
+    assert all(d == settled_after for d in r["depths"][change + 100:])
+    if after > before:
+        assert settled_after == 2 and settled_before >= 4
+    else:
+        assert settled_after >= 4 and settled_before == 2
+
+
+@pytest.mark.parametrize("seed", [1, 5, 7])
+def test_no_flapping_on_noisy_task_times_and_round_trips(seed):
+    """Exponential task times (mean 1 ms) and exponential extra latency of the results: after
+    the ramp the depth changes rarely and never turns back (a flap is a change reversed)."""
+    rng = random.Random(seed)
+    ctl = DepthController(DepthTuning(max_depth=16))
+    r = simulate(ctl, lambda k: rng.expovariate(1 / 1e-3), 6000,
+                 jitter=lambda: rng.expovariate(1 / 200e-6))
+    after_ramp = r["depths"][300:]
+    steps = [b - a for a, b in zip(after_ramp, after_ramp[1:]) if a != b]
+    assert len(steps) <= 3, steps
+    assert all(x > 0 for x in steps) or all(x < 0 for x in steps), steps
+    assert 3 <= after_ramp[-1] <= 8  # round trip ~1.2 ms vs 1 ms tasks: needs 2.2, more with the noise
+    assert r["utilisation"] > 0.95
+
+
+@pytest.mark.parametrize("task_s", [100e-6, 1e-3, 10e-3])
+def test_auto_is_within_5_percent_of_the_best_fixed_depth_in_simulation(task_s):
+    best = max(fixed_utilisation(d, lambda k: task_s, 1500) for d in (1, 2, 4, 8))
+    auto = simulate(DepthController(DepthTuning(max_depth=16)), lambda k: task_s, 1500)["utilisation"]
+    assert auto >= 0.95 * best
+
+
+def test_ranks_are_independent_and_stats_list_every_rank():
+    ctl = DepthController(DepthTuning(max_depth=8))
+    simulate(ctl, lambda k: 50e-6, 300, rank=Rank(1))
+    simulate(ctl, lambda k: 30e-3, 300, rank=Rank(2))
+    assert ctl.depth(Rank(1)) == 8 and ctl.depth(Rank(2)) == 2
+    items = ctl.stat_items([Rank(1), Rank(2), Rank(3)])
+    assert items["depth_rank_1"] == 8 and items["depth_rank_2"] == 2 and items["depth_rank_3"] == 2
+    assert items["depth_changes"] >= 1
+
+
+def test_a_single_slow_round_trip_does_not_raise_the_depth_for_slow_tasks():
+    ctl = DepthController(DepthTuning(max_depth=16))
+    spikes = iter([0.0] * 50 + [0.2] + [0.0] * 1000)  # one 200 ms stall of the coordinator
+    r = simulate(ctl, lambda k: 10e-3, 400, jitter=lambda: next(spikes))
+    assert max(r["depths"]) <= 3
+
+
+def test_tuning_is_checked():
+    with pytest.raises(ValueError):
+        DepthTuning(margin=2.0, lower_margin=1.5)
+    with pytest.raises(ValueError):
+        DepthTuning(max_depth=0)
