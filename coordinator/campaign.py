@@ -28,6 +28,7 @@ from symfence.coordinator.config import PYTHON_EXECUTORS, executor_options  # no
 from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.confirm import Claim, Confirmations
+from symfence.coordinator.depth import DepthController, DepthTuning
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import FlushBatch, FlushReceipt, Journal, NewEntry, NewFinding
@@ -101,7 +102,9 @@ class Coordinator:
             max_candidate_bytes=cfg["limits.max_candidate_bytes"],
             max_candidates=cfg["limits.max_candidates"],
         )
-        self.depth: int = cfg["dispatch.depth"]
+        self.depth: int | str = cfg["dispatch.depth"]  # or "auto": per rank, from depth.py
+        self.auto_depth = DepthController(DepthTuning(max_depth=cfg["dispatch.max_depth"])) \
+            if self.depth == "auto" else None
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
         self.options = executor_options(cfg)
@@ -441,7 +444,7 @@ class Coordinator:
             log.warning("task.expired", token=d.token[:16], worker=d.rank, work_id=d.work_id[:16],
                         after_s=round(now - d.sent_at, 3))
             self._revoke(d.token, Revocation.EXPIRED)
-            others = any(r != d.rank and r in self.alive and self.peers.capacity(r, self.depth) for r in self.workers)
+            others = any(r != d.rank and r in self.alive and self.peers.capacity(r, self._depth_of(r)) for r in self.workers)
             if self.peers.expired(d.rank, others=others):
                 log.error("worker.suspended", worker=d.rank, strikes=self.peers.peer(d.rank).strikes,
                           until_s=round(self.peers.suspended_until(d.rank) - now, 3))
@@ -492,18 +495,23 @@ class Coordinator:
             if rank not in self.alive:
                 continue
             view = self.scheduler.for_rank(rank, lambda it, r=rank: self._elsewhere(it, r))
-            for _ in range(self.peers.capacity(rank, self.depth) - self.inflight.in_flight_count(rank)):
+            for _ in range(self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.in_flight_count(rank)):
                 item = self.claims.queue.pop_for(rank, view.elsewhere)
                 if item is None and self.dispatching:
                     item = self.plan.pick(rank, view)
                 if item is None:
+                    if self.auto_depth is not None:
+                        self.auto_depth.short(rank)  # its waiting says nothing of the round trip
                     break
                 self._dispatch(rank, item)
 
     def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
         """Whether a rank other than `rank` that the item has not failed on could take it."""
-        return any(r != rank and r in self.alive and r not in item.avoid and self.peers.capacity(r, self.depth)
+        return any(r != rank and r in self.alive and r not in item.avoid and self.peers.capacity(r, self._depth_of(r))
                    for r in self.workers)
+
+    def _depth_of(self, rank: Rank) -> int:
+        return self.depth if self.auto_depth is None else self.auto_depth.depth(rank)
 
     def _dispatch(self, rank: Rank, item: WorkItem) -> None:
         token = self.minter.mint(rank)
@@ -655,6 +663,8 @@ class Coordinator:
         elapsed = max(self.clock() - d.sent_at, 0.0)
         execs = self.peers.plausible_execs(result.cost.execs, elapsed)
         wall_s = min(result.cost.wall_s, elapsed)
+        if self.auto_depth is not None and (new := self.auto_depth.observe(source, d.sent_at, d.sent_at + elapsed, wall_s)):
+            log.info("dispatch.depth_changed", worker=source, depth=new, **self.auto_depth.explain(source))
         st.record_result(source, wall_s, execs, min(result.cost.solver_s, elapsed))
         st.engine.add(item.target, result.stats, item.work_id)
         if item.confirm:
@@ -1026,6 +1036,7 @@ class Coordinator:
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
             **self._hostile_stats(),
+            **(self.auto_depth.stat_items(self.workers) if self.auto_depth is not None else {}),
             **self.plan.stat_items()})
         taken = {k for k, _ in afl_rows} | {"total_crashes"}
         rows = [*afl_rows, ("total_crashes", self.afl.prev_total_crashes + st.crashes_total),

@@ -91,6 +91,13 @@ def _share(key: str, v: Any) -> float | str:
     return float(v)
 
 
+def _depth(key: str, v: Any) -> int | str:
+    """Dispatches in flight per worker rank: a positive integer, or "auto" (coordinator/depth.py)."""
+    if v == "auto" or (type(v) is int and v >= 1):
+        return v
+    raise ConfigError(key, f'must be a positive integer or "auto", got {v!r}')
+
+
 def _module_list(key: str, v: Any) -> list[str]:
     names = _str_list(key, v)
     for name in names:
@@ -141,7 +148,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "ranks": (3, _int(2)),  # world size used by `symfence run` when it launches mpiexec
     },
     "dispatch": {
-        "depth": (2, _int(1)),
+        "depth": (2, _depth),  # or "auto": each rank's depth from its round trip and task time
+        "max_depth": (16, _int(1)),  # the most "auto" picks
         "deadline_s": (0.0, _float(0)),  # 0 = no per-dispatch deadline
         "max_attempts": (3, _int(1)),
         "drain_timeout_s": (10.0, _float(0)),
@@ -178,6 +186,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "candidates": (0, _int(0)),
         "error_rate": (0.0, _float(0, 1)),
         "first_attempt_ms": (0.0, _float(0)),
+        "change_after_s": (0.0, _float(0)),  # > 0: after this long on a worker, tasks take ...
+        "task_ms_after": (0.0, _float(0)),  # ... this long instead (to watch dispatch.depth = "auto" adapt)
     },
     "concolic": {
         "options": ({}, _options),
@@ -309,7 +319,9 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     """The per-work executor options (part of every work_id; --resume refuses to change them)."""
     if cfg["campaign.executor"] == "synthetic":
         s = cfg.section("synthetic")
-        return {k: s[k] for k in ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")}
+        keys = ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")
+        keys += ("change_after_s", "task_ms_after") if s["change_after_s"] else ()  # work_ids as before
+        return {k: s[k] for k in keys}
     if cfg["campaign.executor"] == "native":
         return dict(cfg["native.options"])
     options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}

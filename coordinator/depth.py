@@ -213,6 +213,17 @@ class DepthController:
         r.history.append(depth)
         return depth
 
+    def explain(self, rank: Rank) -> dict[str, float | None]:
+        """What the rank's depth rests on, in ms (for the `dispatch.depth_changed` log event)."""
+        r = self.ranks.get(rank)
+        if r is None:
+            return {}
+
+        def ms(x: float | None) -> float | None:
+            return None if x is None else round(x * 1000, 3)
+
+        return {"round_trip_ms": ms(r.round_trip_s), "task_ms": ms(r.task_s), "overhead_ms": ms(r.overhead_s)}
+
     def stat_items(self, ranks: list[Rank]) -> dict[str, int]:
         """fuzzer_stats rows: each rank's current depth and how often depths changed."""
         items: dict[str, int] = {f"depth_rank_{rank}": self.depth(rank) for rank in ranks}

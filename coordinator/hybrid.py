@@ -78,8 +78,9 @@ class HybridPlan:
         fz = cfg.section("fuzz")
         options = {k: fz[k] for k in ("slice_s", "exec_timeout_s", "max_len", "max_candidates")}
         options["cov_include"] = ",".join(cfg["coverage.include"])
+        depth = cfg["dispatch.depth"]  # "auto": slices are long tasks, for which auto picks 2
         plan = cls(cfg["campaign.executor"], list(cfg["campaign.targets"]), options, fz["share"],
-                   cfg["dispatch.depth"], fz["dictionary"])
+                   depth if type(depth) is int else 2, fz["dictionary"])
         for stage in Stage:
             plan.figures[stage] = StageFigures()
         return plan

@@ -67,6 +67,11 @@ def test_malformed_target_spec_is_a_config_error(spec, words):
     [
         ({"dispatch": {"depth": 0}}, "dispatch.depth"),
         ({"dispatch": {"depth": "2"}}, "dispatch.depth"),
+        ({"dispatch": {"depth": "Auto"}}, "dispatch.depth"),
+        ({"dispatch": {"depth": 2.0}}, "dispatch.depth"),
+        ({"dispatch": {"depth": True}}, "dispatch.depth"),
+        ({"dispatch": {"max_depth": 0}}, "dispatch.max_depth"),
+        ({"synthetic": {"change_after_s": -1}}, "synthetic.change_after_s"),
         ({"dispatch": {"dept": 2}}, "dispatch.dept"),
         ({"campaing": {}}, "campaing"),
         ({"campaign": {"executor": "afl"}}, "campaign.executor"),
@@ -80,6 +85,13 @@ def test_bad_values_name_their_key(raw, key):
         parse(raw)
     assert e.value.key == key
     assert str(e.value).startswith(key + ":")
+
+
+def test_depth_is_a_positive_integer_or_auto():
+    assert parse({"campaign": {"executor": "synthetic"}, "dispatch": {"depth": "auto"}})["dispatch.depth"] == "auto"
+    assert parse({"campaign": {"executor": "synthetic"}, "dispatch": {"depth": 7}})["dispatch.depth"] == 7
+    with pytest.raises(ConfigError, match='positive integer or "auto"'):
+        parse({"dispatch": {"depth": -3}})
 
 
 def test_shipped_configs_are_valid():
@@ -99,6 +111,10 @@ def test_cli_config_error_is_one_line_exit_2(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert "dispatch.depth" in r.stderr
+    bad.write_text('[campaign]\nexecutor = "synthetic"\n[dispatch]\ndepth = "fast"\n')
+    r = _symfence("run", str(bad))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert r.stderr.strip().endswith('dispatch.depth: must be a positive integer or "auto", got \'fast\'')
 
 
 def test_cli_invalid_toml_and_missing_file(tmp_path):

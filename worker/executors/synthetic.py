@@ -21,15 +21,22 @@ class SyntheticExecutor:
     """Options: task_ms (mean duration), distribution (fixed/uniform/exponential),
     candidates (per task), error_rate (probability of an ERROR outcome), and
     first_attempt_ms: if > 0, the first attempt of every work item blocks the worker for that
-    long (a stuck native call that cannot be cancelled); retries take task_ms."""
+    long (a stuck native call that cannot be cancelled); retries take task_ms; change_after_s:
+    if > 0, tasks started that long after this executor's first take task_ms_after instead."""
 
     def __init__(self) -> None:
         self._task: Task | None = None
+        self._first_start: float | None = None
         self._t0 = 0.0
         self._end = 0.0
 
     def start(self, task: Task) -> None:
         mean_s = float(task.options.get("task_ms", 1.0)) / 1000
+        now = time.monotonic()
+        self._first_start = now if self._first_start is None else self._first_start
+        change_after_s = float(task.options.get("change_after_s", 0.0))
+        if change_after_s > 0 and now - self._first_start >= change_after_s:
+            mean_s = float(task.options.get("task_ms_after", 0.0)) / 1000
         rng = random.Random(task.work_id)
         dist = task.options.get("distribution", "fixed")
         if dist == "uniform":
