@@ -15,8 +15,8 @@ def test_auto_depth_adapts_to_a_change_of_task_time_and_conserves(tmp_path):
     cfg = synthetic_cfg(
         campaign={"duration_s": 6},
         dispatch={"depth": "auto", "max_depth": max_depth},
-        # instant tasks for 2 s on each worker, then 20 ms ones
-        synthetic={"seeds": 100000, "task_ms": 0.0, "change_after_s": 2.0, "task_ms_after": 20.0},
+        # 0.2 ms tasks for 2 s on each worker (at most ~10,000 results: seeds to spare), then 20 ms
+        synthetic={"seeds": 25000, "task_ms": 0.2, "change_after_s": 2.0, "task_ms_after": 20.0},
         stats={"interval_s": 0.5},
     )
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=120)
@@ -31,7 +31,7 @@ def test_auto_depth_adapts_to_a_change_of_task_time_and_conserves(tmp_path):
         depths = [e["depth"] for e in changed if e["worker"] == rank]
         peak = max(depths, default=2)
         final = int(s[f"depth_rank_{rank}"])
-        assert peak >= 4, changed  # instant tasks: the round trip dwarfs them
+        assert peak >= 4, changed  # 0.2 ms tasks: the round trip dwarfs them
         assert final < peak and final == depths[-1], changed  # 20 ms tasks: far fewer needed
         assert 1 <= final <= max_depth
     assert int(s["depth_changes"]) == len(changed)
