@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 OSTAMP := $(OMPI)/.installed-stamp
 OUT    ?= out/demo
 
-.PHONY: demo synthetic test bench clean afl native
+.PHONY: demo synthetic test bench bench-compare clean afl native
 
 # The main venv: MPICH from PyPI.
 $(STAMP): pyproject.toml
@@ -52,6 +52,11 @@ test: $(STAMP) $(OSTAMP) afl
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The one-command comparison (farm, MPIPoolExecutor, symfence; utilisation; scale; start-up).
+# Pass options with ARGS, e.g. make bench-compare ARGS="--only compare,util --duration 2".
+bench-compare: $(STAMP)
+	$(BIN)/python -m bench.bench_compare $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(OMPI) out bench/results .pytest_cache .hypothesis

@@ -8,6 +8,7 @@ import sys
 import time
 
 BENCHES = {
+    "compare": "bench.bench_compare",  # farm vs MPIPoolExecutor vs symfence, utilisation, scale (~10 min)
     "pipeline": "bench.bench_pipeline",  # results/s and utilisation at depth 1/2/4
     "journal": "bench.bench_journal",  # group commit cost, journal on vs off
     "concolic": "bench.bench_concolic",  # executions/s of the embedded engine
@@ -23,13 +24,15 @@ BENCHES = {
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("only", nargs="*", help=f"run only these of {', '.join(BENCHES)} (default: all)")
-    args = p.parse_args()
-    unknown = set(args.only) - set(BENCHES)
+    args, rest = p.parse_known_args()  # options after the name(s) go to the benchmark itself:
+    unknown = set(args.only) - set(BENCHES)  # `python -m bench compare --only util --duration 2`
     if unknown:
         p.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    if rest and len(args.only) != 1:
+        p.error(f"options {' '.join(rest)} need exactly one benchmark named before them")
     for name in args.only or BENCHES:
         print(f"\n## {name} ({time.strftime('%Y-%m-%d %H:%M:%S')})\n", flush=True)
-        sys.argv = [BENCHES[name]]
+        sys.argv = [BENCHES[name], *rest]
         runpy.run_module(BENCHES[name], run_name="__main__")
 
 

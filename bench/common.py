@@ -34,12 +34,14 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(out)
 
 
-def save(name: str, headers: list[str], rows: list[list[Any]], extra: dict[str, Any] | None = None) -> str:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def save(name: str, headers: list[str], rows: list[list[Any]], extra: dict[str, Any] | None = None,
+         folder: Path | None = None) -> str:
+    folder = folder or RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
     text = table(headers, rows)
     payload = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(),
                "command": " ".join([Path(sys.executable).name, *sys.argv]), "headers": headers, "rows": rows,
                **(extra or {})}
-    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2))
-    (RESULTS / f"{name}.md").write_text(text + "\n")
+    (folder / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    (folder / f"{name}.md").write_text(text + "\n")
     return text

@@ -29,6 +29,8 @@ from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.confirm import Claim, Confirmations
 from symfence.coordinator.depth import DepthController, DepthTuning
+from symfence.coordinator.hotpath import HotPath
+from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.journal import FlushBatch, FlushReceipt, Journal, NewEntry, NewFinding
@@ -138,6 +140,7 @@ class Coordinator:
         self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
         self._turn_scheduled = False
+        self.hotpath = HotPath()  # CPU per result by phase, commit latency, start-up times
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,7 +183,9 @@ class Coordinator:
         if not await self._await_hellos():
             self.request_stop("workers did not say hello")
         else:
+            self.hotpath.mark("hellos")
             self._seed()
+            self.hotpath.mark("seeded")
             if self.afl_sync is not None:
                 await self._writer_idle()  # AFL++ starts from the durable corpus
                 if self.failure is not None:
@@ -192,6 +197,7 @@ class Coordinator:
             self.afl.run_started = self.stats.started_wall
             log.info("campaign.started", pid=os.getpid(), workers=len(self.alive), depth=self.depth,
                      executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
+            self.hotpath.begin(self.stats.committed)
             self._fill()
             self._check_finished()
 
@@ -233,6 +239,7 @@ class Coordinator:
             self.stop_reason = reason
             log.info("campaign.stopping", reason=reason)
         self.dispatching = False
+        self.hotpath.stopping()
         self._stop.set()
 
     async def _await_hellos(self) -> bool:
@@ -390,6 +397,7 @@ class Coordinator:
         next_stats = self.clock()
         while True:
             await asyncio.sleep(min(0.05, interval))
+            t0, flushed = _ns(), self.hotpath.flush_ns
             now = self.clock()
             logsetup.check_file()  # a failed log write stops the campaign like any other
             self._absorb_pause(now)
@@ -404,6 +412,7 @@ class Coordinator:
                 self._write_stats()
                 self.status.update(self._snapshot())
             self._check_finished()
+            self.hotpath.ticker_ns += _ns() - t0 - (self.hotpath.flush_ns - flushed)
 
     def _import_afl(self) -> None:
         """New AFL++ queue entries become pending work (origin sync:<instance>:<id>)."""
@@ -491,6 +500,7 @@ class Coordinator:
     def _fill(self) -> None:
         if not self.dispatching and not self.confirming:
             return
+        t0 = _ns()
         for rank in self.workers:
             if rank not in self.alive:
                 continue
@@ -504,6 +514,7 @@ class Coordinator:
                         self.auto_depth.short(rank)  # its waiting says nothing of the round trip
                     break
                 self._dispatch(rank, item)
+        self.hotpath.dispatch_ns += _ns() - t0
 
     def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
         """Whether a rank other than `rank` that the item has not failed on could take it."""
@@ -632,13 +643,17 @@ class Coordinator:
 
     def _on_result(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         self.stats.results_received += 1
+        t0 = _ns()
         if oversized and not self.inflight.banned(source):  # drained at the probe, never received
             verdict = Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} > {self.limits.max_message_bytes}"
                                                        " bytes (drained unread)")
         else:
             verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
+        t1 = _ns()
+        self.hotpath.decode_ns += t1 - t0
         if verdict.reason is Reason.CURRENT:
             self._commit(source, verdict.result)  # ... commit ...
+            self.hotpath.commit_ns += _ns() - t1
         else:
             self._quarantine(source, verdict, max(len(frame), oversized))  # ... or quarantine
 
@@ -661,6 +676,7 @@ class Coordinator:
         self.peers.committed(source)
         # A result's claims are believed only as far as the time it took allows (peers.py).
         elapsed = max(self.clock() - d.sent_at, 0.0)
+        self.hotpath.latency.add(elapsed)  # dispatch-to-commit (hotpath.py)
         execs = self.peers.plausible_execs(result.cost.execs, elapsed)
         wall_s = min(result.cost.wall_s, elapsed)
         if self.auto_depth is not None and (new := self.auto_depth.observe(source, d.sent_at, d.sent_at + elapsed, wall_s)):
@@ -930,10 +946,12 @@ class Coordinator:
         At most one batch is out: while one is written, the next waits in the journal."""
         if self.writer is None or self.writer.busy or self.writer.stopped:
             return
+        t0 = _ns()
         self._snapshot_state()
         batch = self.journal.prepare()
         if batch is not None:
             self.writer.submit(batch)
+        self.hotpath.flush_ns += _ns() - t0
 
     async def _writer_idle(self) -> None:
         while self.writer.busy:
@@ -949,6 +967,7 @@ class Coordinator:
 
     def _durable(self, batch: FlushBatch, receipt: FlushReceipt) -> None:
         """A batch is durable (writer thread): finish it, then what may follow a commit."""
+        t0 = _ns()
         self.journal.finish(batch, ok=True)
         self.writer.busy = False
         self._changed.set()
@@ -956,6 +975,7 @@ class Coordinator:
             self._announce(receipt)
         except Exception as exc:  # noqa: BLE001 - a failed write stops the run like any other
             self.fail(exc)
+        self.hotpath.flush_ns += _ns() - t0
 
     def _flush_now(self) -> None:
         """The end of the run: flush on this thread and write every file still owed, completely."""
@@ -1037,7 +1057,7 @@ class Coordinator:
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
             **self._hostile_stats(),
             **(self.auto_depth.stat_items(self.workers) if self.auto_depth is not None else {}),
-            **self.plan.stat_items()})
+            **self.plan.stat_items(), **self.hotpath.items(st.committed)})
         taken = {k for k, _ in afl_rows} | {"total_crashes"}
         rows = [*afl_rows, ("total_crashes", self.afl.prev_total_crashes + st.crashes_total),
                 *(r for r in own if r[0] not in taken)]

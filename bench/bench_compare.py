@@ -1,0 +1,428 @@
+"""One-command comparison: bare msgpack farm vs MPIPoolExecutor vs symfence, utilisation, scale, start-up.
+
+`python -m bench compare` (or `make bench-compare`, or `python -m bench.bench_compare`) runs,
+on the same machine in one invocation (1 coordinator + 3 workers unless said otherwise, MPICH
+from the venv, oversubscribed on small machines):
+
+- compare: the bare farm (bench/farm.py) at depth 1 and 4, MPIPoolExecutor (bench/pool.py),
+  and symfence synthetic campaigns (task_ms 0, journal on) at depth 1, 2, 4, 8 and "auto":
+  results/s, ratios vs the pool and vs the farm at depth 4, coordinator CPU per result by
+  phase (from fuzzer_stats' coord_* keys, coordinator/hotpath.py), p50/p99 dispatch-to-commit;
+- util: worker utilisation with 1 ms and 10 ms tasks at depth 1, 2, 4, where 100% is the same
+  tasks run back to back in one process (the synthetic executor's loop, measured here first);
+- scale: 64 worker ranks, 50 ms tasks, depth 2, with and without `yes > /dev/null` beside the
+  run; 256 worker ranks, 200 ms tasks (% of ideal = results/s / (ranks * 1000 / task_ms));
+- startup: 64-rank start-up (mpiexec start to first dispatch) and stop (stop requested to
+  exit), and 100,000 seeds to the first dispatch.
+
+Tables print as markdown and go to bench/results/compare*.{md,json}. A row that fails says why
+in its cells; the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.common import save
+from tests.mpi_helpers import MPIEXEC, ROOT, run_campaign, synthetic_cfg
+
+SECTIONS = ("compare", "util", "scale", "startup")
+WORKERS = 3  # 1 coordinator + 3 workers for compare and util
+FIXED_DEPTHS = (1, 2, 4, 8)
+UTIL_DEPTHS = (1, 2, 4)
+UTIL_TASK_MS = (1.0, 10.0)
+SEEDS_PER_S = 30_000  # task_ms 0: enough seeds that none runs out before the duration (ceiling ~ this)
+PHASES = (("pump", ("pump",)), ("decode/fence", ("decode",)), ("commit/journal", ("commit", "flush", "writer")),
+          ("sched/dispatch", ("dispatch",)), ("stats/ticker", ("ticker",)), ("other", ("other",)))
+
+
+def auto_depth_problem() -> str | None:
+    """Why `dispatch.depth = "auto"` cannot run yet (the config refuses it), or None."""
+    from symfence.coordinator.config import ConfigError, parse
+
+    try:
+        parse({"campaign": {"executor": "synthetic"}, "dispatch": {"depth": "auto"}})
+    except ConfigError as exc:
+        return f"skipped: config does not accept depth \"auto\" yet ({exc})"
+    return None
+
+
+def raise_fd_limit() -> int:
+    """256 ranks under hydra need about 4 descriptors each in mpiexec: use the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class GroupRss:
+    """Peak summed RSS (MiB) of the processes of one session (mpiexec and every rank), sampled."""
+
+    def __init__(self, sid: int, period_s: float = 1.0) -> None:
+        self.sid, self.period_s, self.peak_mb, self.procs = sid, period_s, 0.0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        total, n = 0, 0
+        page = os.sysconf("SC_PAGE_SIZE")
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                if int(fields[3]) != self.sid:  # field 6: session id
+                    continue
+                with open(f"/proc/{pid}/statm") as fh:
+                    total += int(fh.read().split()[1]) * page
+                n += 1
+            except (OSError, ValueError, IndexError):
+                continue
+        if total / 2**20 > self.peak_mb:
+            self.peak_mb, self.procs = total / 2**20, n
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def mpi_json(args: list[str], ranks: int, timeout_s: float) -> dict[str, Any]:
+    """Run `mpiexec -n ranks python ARGS` from the repo and parse its last JSON line."""
+    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, *args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, env=env,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"timed out after {timeout_s:g} s: {' '.join(args)}") from exc
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    return json.loads(lines[-1])
+
+
+class Campaign:
+    """One symfence campaign under mpiexec with wall-clock marks around it."""
+
+    def __init__(self, tmp: Path, cfg: dict, ranks: int, timeout_s: float, beside: list[str] | None = None,
+                 watch_rss: bool = False) -> None:
+        self.launched = self.exited = 0.0
+        self.rss: GroupRss | None = None
+        hog = subprocess.Popen(beside, stdout=subprocess.DEVNULL) if beside else None
+
+        def started(proc: subprocess.Popen) -> None:
+            self.launched = time.time()
+            if watch_rss:
+                self.rss = GroupRss(proc.pid)
+
+        try:
+            tmp.mkdir(parents=True, exist_ok=True)
+            t = time.time()
+            run = run_campaign(tmp, cfg, ranks=ranks, timeout_s=timeout_s, on_start=started)
+            self.exited = time.time()
+            self.launched = self.launched or t
+        finally:
+            if self.rss is not None:
+                self.rss.stop()
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+        if run.code != 0:
+            raise RuntimeError(f"campaign exit {run.code}: {run.stderr.strip()[-300:]}")
+        self.stats = run.stats()
+
+    def f(self, key: str) -> float:
+        return float(self.stats.get(key, "nan"))
+
+    @property
+    def rps(self) -> float:
+        return self.f("results_per_sec")
+
+    @property
+    def start_s(self) -> float:
+        """mpiexec start to the first dispatch."""
+        return self.f("first_dispatch_time") - self.launched
+
+    @property
+    def stop_s(self) -> float:
+        """Stop requested (duration reached) to the whole job's exit."""
+        return self.exited - self.f("stop_requested_time")
+
+
+def synthetic(duration: float, depth: int | str, task_ms: float, seeds: int, **extra: dict) -> dict:
+    cfg = synthetic_cfg(campaign={"duration_s": duration}, dispatch={"depth": depth},
+                        synthetic={"seeds": seeds, "task_ms": task_ms},
+                        stats={"interval_s": 1.0}, workers={"heartbeat_s": 1.0})
+    for section, table in extra.items():
+        cfg.setdefault(section, {}).update(table)
+    return cfg
+
+
+def guarded(rows: list, label: list, ncols: int, fn: Callable[[], list]) -> None:
+    """Append fn()'s row, or `label` + the error in the first free cell when it fails."""
+    t = time.time()
+    try:
+        rows.append([*label, *fn()])
+    except Exception as exc:  # noqa: BLE001 - one broken row must not lose the whole run
+        cells = [f"FAILED: {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}"]
+        rows.append([*label, *cells, *["" for _ in range(ncols - len(label) - 1)]])
+    print(f"  {' '.join(str(c) for c in label)}: {time.time() - t:.1f} s", file=sys.stderr, flush=True)
+
+
+def fmt(x: float, digits: int = 0) -> str:
+    return "n/a" if x != x else f"{x:,.{digits}f}"
+
+
+# ---------------------------------------------------------------------------- compare
+
+COMPARE_HEADERS = ["system", "depth", "results/s", "vs pool", "vs farm d4", "coord CPU us/result",
+                   *(f"{name} us" for name, _ in PHASES), "p50 ms", "p99 ms"]
+
+
+def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS) -> tuple[list[list[Any]], dict[str, Any]]:
+    rows: list[list[Any]] = []
+    raw: dict[str, Any] = {}
+    ncols = len(COMPARE_HEADERS)
+    timeout = duration + 120
+    rates: dict[str, float] = {}
+    blanks = ["-"] * (ncols - 3)
+
+    def farm(depth: int) -> list:
+        out = mpi_json(["-m", "bench.farm", "--depth", str(depth), "--duration", str(duration)], WORKERS + 1, timeout)
+        raw[f"farm_d{depth}"] = out
+        rates[f"farm_d{depth}"] = out["results_per_sec"]
+        return [fmt(out["results_per_sec"]), *blanks]
+
+    def pool() -> list:
+        out = mpi_json(["-m", "mpi4py.futures", "-m", "bench.pool", "--duration", str(duration)], WORKERS + 1, timeout)
+        raw["pool"] = out
+        rates["pool"] = out["results_per_sec"]
+        return [fmt(out["results_per_sec"]), *blanks]
+
+    for depth in (1, 4):
+        guarded(rows, ["bare msgpack farm", depth], ncols, lambda d=depth: farm(d))
+    guarded(rows, ["MPIPoolExecutor", 1], ncols, pool)
+    seeds = max(2_000, int(SEEDS_PER_S * duration))
+    problem = auto_depth_problem()
+
+    def sym(depth: int | str) -> list:
+        c = Campaign(tmp / f"compare-d{depth}", synthetic(duration, depth, 0.0, seeds), WORKERS + 1, timeout + 60)
+        raw[f"symfence_d{depth}"] = c.stats
+        per = [sum(c.f(f"coord_{k}_us_per_result") for k in keys) for _, keys in PHASES]
+        return [fmt(c.rps), "", "", fmt(c.f("coord_cpu_us_per_result"), 1), *(fmt(x, 1) for x in per),
+                fmt(c.f("commit_latency_p50_ms"), 2), fmt(c.f("commit_latency_p99_ms"), 2)]
+
+    for depth in (*depths, "auto"):
+        if depth == "auto" and problem:
+            rows.append(["symfence", "auto", problem, *["" for _ in range(ncols - 3)]])
+            print(f"  symfence auto: {problem}", file=sys.stderr, flush=True)
+            continue
+        guarded(rows, ["symfence", depth], ncols, lambda d=depth: sym(d))
+    pool_rps, farm_rps = rates.get("pool"), rates.get("farm_d4")
+    for row in rows:  # ratios once the pool and the farm have been measured
+        try:
+            rps = float(str(row[2]).replace(",", ""))
+        except ValueError:
+            continue
+        row[3] = f"{rps / pool_rps:.2f}x" if pool_rps else "n/a"
+        row[4] = f"{100 * rps / farm_rps:.1f}%" if farm_rps else "n/a"
+    return rows, raw
+
+
+# ---------------------------------------------------------------------------- utilisation
+
+def back_to_back(task_ms: float, seconds: float) -> float:
+    """Tasks/s of the synthetic executor run back to back in this process, polled like a worker."""
+    from symfence.worker.executors.base import Task
+    from symfence.worker.executors.synthetic import SyntheticExecutor
+
+    ex = SyntheticExecutor()
+    options = {"task_ms": task_ms}
+    n = 0
+    t0 = time.perf_counter()
+    while (elapsed := time.perf_counter() - t0) < seconds or n < 3:
+        ex.start(Task("t", f"w{n}", b"\0\0\0\0", "synthetic", 0, options))
+        while ex.wait(0.002) is None:  # the worker's default poll cap (workers.poll_cap_ms)
+            pass
+        n += 1
+    return n / elapsed
+
+
+UTIL_HEADERS = ["task ms", "depth", "results/s", "back-to-back tasks/s (1 process)", "utilisation",
+                "busy share (fuzzer_stats)", "p50 ms", "p99 ms"]
+
+
+def util(tmp: Path, duration: float, depths: tuple[int, ...] = UTIL_DEPTHS,
+         task_mss: tuple[float, ...] = UTIL_TASK_MS) -> tuple[list[list[Any]], dict[str, Any]]:
+    rows: list[list[Any]] = []
+    raw: dict[str, Any] = {}
+    ncols = len(UTIL_HEADERS)
+    problem = auto_depth_problem()
+    for task_ms in task_mss:
+        base = back_to_back(task_ms, min(max(duration, 0.5), 3.0))
+        raw[f"back_to_back_{task_ms:g}ms"] = base
+        seeds = max(500, int(2 * WORKERS * duration * 1000 / task_ms))
+
+        def one(depth: int | str) -> list:
+            c = Campaign(tmp / f"util-{task_ms:g}-d{depth}", synthetic(duration, depth, task_ms, seeds),
+                         WORKERS + 1, duration + 180)
+            raw[f"util_{task_ms:g}ms_d{depth}"] = c.stats
+            busy = sum(c.f(f"utilisation_rank_{r}") for r in range(1, WORKERS + 1)) / WORKERS
+            return [fmt(c.rps), fmt(base), f"{100 * c.rps / (WORKERS * base):.1f}%", f"{100 * busy:.1f}%",
+                    fmt(c.f("commit_latency_p50_ms"), 2), fmt(c.f("commit_latency_p99_ms"), 2)]
+
+        for depth in (*depths, "auto"):
+            if depth == "auto" and problem:
+                rows.append([f"{task_ms:g}", "auto", problem, *["" for _ in range(ncols - 3)]])
+                continue
+            guarded(rows, [f"{task_ms:g}", depth], ncols, lambda d=depth: one(d))
+    return rows, raw
+
+
+# ---------------------------------------------------------------------------- scale and start-up
+
+SCALE_HEADERS = ["row", "ranks (workers)", "result", "ideal", "% of ideal", "start: mpiexec to first dispatch s",
+                 "stop: requested to exit s", "peak RSS all ranks MiB", "notes"]
+
+
+def scale_cfg(duration: float, depth: int, task_ms: float, seeds: int) -> dict:
+    # Many ranks on 2 cores start slowly and answer late: generous hello/heartbeat limits.
+    return synthetic(duration, depth, task_ms, seeds,
+                     dispatch={"hello_timeout_s": 600.0, "drain_timeout_s": 10.0, "stop_timeout_s": 120.0},
+                     workers={"heartbeat_s": 1.0, "lost_after_s": 120.0})
+
+
+def scale(tmp: Path, duration: float, big: bool) -> tuple[list[list[Any]], dict[str, Any]]:
+    rows: list[list[Any]] = []
+    raw: dict[str, Any] = {"fd_limit": raise_fd_limit()}
+    ncols = len(SCALE_HEADERS)
+    yes = shutil.which("yes")
+    runs = [("64 ranks, 50 ms, depth 2", 64, 50.0, None),
+            ("64 ranks, 50 ms, depth 2, `yes > /dev/null` beside", 64, 50.0, [yes] if yes else None)]
+    if big:
+        runs.append(("256 ranks, 200 ms, depth 2", 256, 200.0, None))
+    for name, workers, task_ms, beside in runs:
+        ideal = workers * 1000 / task_ms
+        seeds = int(ideal * duration * 1.5) + 1000
+
+        def one(workers=workers, task_ms=task_ms, beside=beside, ideal=ideal, seeds=seeds, name=name) -> list:
+            c = Campaign(tmp / f"scale-{workers}-{bool(beside)}", scale_cfg(duration, 2, task_ms, seeds),
+                         workers + 1, duration + 900, beside=beside, watch_rss=True)
+            raw[name] = {**c.stats, "launched": c.launched, "exited": c.exited,
+                         "peak_rss_mb": c.rss.peak_mb if c.rss else None}
+            return [f"{fmt(c.rps)} results/s", f"{fmt(ideal)}/s", f"{100 * c.rps / ideal:.1f}%", fmt(c.start_s, 1),
+                    fmt(c.stop_s, 1), fmt(c.rss.peak_mb if c.rss else float("nan")),
+                    f"{c.rss.procs if c.rss else '?'} processes; wall {c.exited - c.launched:.0f} s"
+                    f" for a {duration:g} s campaign"]
+
+        guarded(rows, [name, workers], ncols, one)
+    return rows, raw
+
+
+def startup(tmp: Path, seeds: int) -> tuple[list[list[Any]], dict[str, Any]]:
+    rows: list[list[Any]] = []
+    raw: dict[str, Any] = {}
+    ncols = len(SCALE_HEADERS)
+
+    def ranks64() -> list:
+        c = Campaign(tmp / "startup-64", scale_cfg(2.0, 2, 50.0, 10_000), 65, 900, watch_rss=True)
+        raw["64 ranks start/stop"] = {**c.stats, "launched": c.launched, "exited": c.exited}
+        return [f"start {fmt(c.start_s, 1)} s, stop {fmt(c.stop_s, 1)} s", "-", "-", fmt(c.start_s, 1),
+                fmt(c.stop_s, 1), fmt(c.rss.peak_mb if c.rss else float("nan")),
+                f"rank 0: hellos at {c.f('startup_hellos_s'):.1f} s, first dispatch at"
+                f" {c.f('first_dispatch_s'):.1f} s after its process started"]
+
+    def seeded() -> list:
+        c = Campaign(tmp / "startup-seeds", synthetic(1.0, 4, 0.0, seeds), WORKERS + 1, 900)
+        raw[f"{seeds} seeds"] = {**c.stats, "launched": c.launched, "exited": c.exited}
+        seeding = c.f("startup_seeded_s") - c.f("startup_hellos_s")
+        return [f"first dispatch {fmt(c.start_s, 1)} s after mpiexec start", "-", "-", fmt(c.start_s, 1),
+                fmt(c.stop_s, 1), "-", f"seeding {seeding:.1f} s; rank 0 first dispatch at"
+                f" {c.f('first_dispatch_s'):.1f} s after its process started"]
+
+    guarded(rows, ["64-rank start-up and stop (50 ms tasks, 2 s campaign)", 64], ncols, ranks64)
+    guarded(rows, [f"{seeds:,} seeds to first dispatch", WORKERS], ncols, seeded)
+    return rows, raw
+
+
+# ---------------------------------------------------------------------------- main
+
+def ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", default=",".join(SECTIONS),
+                   help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per compare/util run (default 5)")
+    p.add_argument("--scale-duration", type=float, default=10.0, help="seconds per scale campaign (default 10)")
+    p.add_argument("--no-256", action="store_true", help="skip the 256-rank row (it needs ~3 min and memory)")
+    p.add_argument("--seeds", type=int, default=100_000, help="seeds for the start-up row (default 100,000)")
+    p.add_argument("--depths", default=",".join(map(str, FIXED_DEPTHS)),
+                   help="fixed depths of the compare table (default 1,2,4,8; auto is added when config takes it)")
+    p.add_argument("--util-depths", default=",".join(map(str, UTIL_DEPTHS)), help="depths of the util table")
+    p.add_argument("--util-task-ms", default=",".join(f"{t:g}" for t in UTIL_TASK_MS),
+                   help="task times (ms) of the util table (default 1,10)")
+    p.add_argument("--results", type=Path, default=None, help="folder for the tables (default bench/results)")
+    args = p.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        p.error(f"--only: unknown section(s) {', '.join(sorted(unknown))} (known: {', '.join(SECTIONS)})")
+    info = {"duration_s": args.duration, "scale_duration_s": args.scale_duration, "workers": WORKERS,
+            "mpiexec": MPIEXEC, "load_before": os.getloadavg()}
+    t0 = time.time()
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        if "compare" in only:
+            rows, raw = compare(tmp, args.duration, ints(args.depths))
+            out.append("### results/s and coordinator CPU per result (1 coordinator + 3 workers, task_ms 0)\n\n"
+                       + save("compare", COMPARE_HEADERS, rows, {**info, "raw": raw}, args.results))
+            print(out[-1] + "\n", flush=True)
+        if "util" in only:
+            rows, raw = util(tmp, args.duration, ints(args.util_depths),
+                             tuple(float(t) for t in args.util_task_ms.split(",")))
+            out.append("### worker utilisation (100% = the same tasks back to back in one process)\n\n"
+                       + save("compare_util", UTIL_HEADERS, rows, {**info, "raw": raw}, args.results))
+            print(out[-1] + "\n", flush=True)
+        scale_rows: list[list[Any]] = []
+        scale_raw: dict[str, Any] = {}
+        if "scale" in only:
+            rows, raw = scale(tmp, args.scale_duration, big=not args.no_256)
+            scale_rows += rows
+            scale_raw.update(raw)
+        if "startup" in only:
+            rows, raw = startup(tmp, args.seeds)
+            scale_rows += rows
+            scale_raw.update(raw)
+        if scale_rows:
+            out.append("### scale and start-up\n\n"
+                       + save("compare_scale", SCALE_HEADERS, scale_rows, {**info, "raw": scale_raw}, args.results))
+            print(out[-1] + "\n", flush=True)
+    print(f"(bench compare: {time.time() - t0:.0f} s wall; load average before {info['load_before'][0]:.2f},"
+          f" after {os.getloadavg()[0]:.2f}; results in {args.results or 'bench/results'}/compare*.md/json)",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
