@@ -51,6 +51,7 @@ from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag
 from symfence.protocol.reasons import Reason
 
 log = structlog.get_logger()
+_FINDING_STATUS = frozenset({Status.CRASH, Status.HANG})  # a result or candidate that claims a finding
 
 
 def load_seeds(cfg: Config) -> list[bytes]:
@@ -107,6 +108,9 @@ class Coordinator:
         self.depth: int | str = cfg["dispatch.depth"]  # or "auto": per rank, from depth.py
         self.auto_depth = DepthController(DepthTuning(max_depth=cfg["dispatch.max_depth"])) \
             if self.depth == "auto" else None
+        self._duration_s: float = cfg["campaign.duration_s"]
+        self._max_results: int = cfg["campaign.max_results"]
+        self._maybe_free: set[Rank] = set()  # ranks that may have a free slot (hot path: _turn fills only these)
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
         self.options = executor_options(cfg)
@@ -485,8 +489,7 @@ class Coordinator:
         if self._stop.is_set() or not self.dispatching:
             return
         elapsed = self.clock() - self._t0
-        duration = self.cfg["campaign.duration_s"]
-        max_results = self.cfg["campaign.max_results"]
+        duration, max_results = self._duration_s, self._max_results
         if duration and elapsed >= duration:
             self.request_stop("duration reached")
         elif max_results and self.stats.committed >= max_results:
@@ -497,16 +500,23 @@ class Coordinator:
 
     # ------------------------------------------------------------------ dispatch
 
-    def _fill(self) -> None:
+    def _fill(self, ranks: set[Rank] | None = None) -> None:
+        """Dispatch to every free slot: of all workers, or (after a turn) of `ranks` only, the
+        ranks that got a slot back or were left with one free (`_maybe_free`); the ticker's
+        full fill catches capacity that time gives back (the end of a suspension)."""
         if not self.dispatching and not self.confirming:
             return
         t0 = _ns()
-        for rank in self.workers:
-            if rank not in self.alive:
+        maybe_free, alive, claims = self._maybe_free, self.alive, self.claims.queue
+        for rank in self.workers if ranks is None else sorted(ranks):
+            free = self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.in_flight_count(rank) \
+                if rank in alive else 0
+            if free <= 0:
+                maybe_free.discard(rank)
                 continue
             view = self.scheduler.for_rank(rank, lambda it, r=rank: self._elsewhere(it, r))
-            for _ in range(self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.in_flight_count(rank)):
-                item = self.claims.queue.pop_for(rank, view.elsewhere)
+            while free > 0:
+                item = claims.pop_for(rank, view.elsewhere) if len(claims) else None
                 if item is None and self.dispatching:
                     item = self.plan.pick(rank, view)
                 if item is None:
@@ -514,6 +524,11 @@ class Coordinator:
                         self.auto_depth.short(rank)  # its waiting says nothing of the round trip
                     break
                 self._dispatch(rank, item)
+                free -= 1
+            if free > 0:
+                maybe_free.add(rank)
+            else:
+                maybe_free.discard(rank)
         self.hotpath.dispatch_ns += _ns() - t0
 
     def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
@@ -555,6 +570,7 @@ class Coordinator:
         running it; not a cancel at stop or a lost message."""
         d = self.inflight.revoke(token, why)
         item = self.leased.pop(token)
+        self._maybe_free.add(d.rank)
         setattr(self.stats, why.value, getattr(self.stats, why.value) + 1)
         charge = why is Revocation.EXPIRED if charge is None else charge
         attempts = item.attempts + charge
@@ -610,7 +626,8 @@ class Coordinator:
         if self.peers.pending() and not self._turn_scheduled:
             self._turn_scheduled = True
             asyncio.get_running_loop().call_soon(self._turn)
-        self._fill()
+        if self._maybe_free:
+            self._fill(self._maybe_free)
         self._check_finished()
         self._changed.set()
 
@@ -670,29 +687,35 @@ class Coordinator:
     def _commit(self, source: Rank, result: Result) -> None:
         d = self.inflight.commit(result.token)
         item = self.leased.pop(result.token)
+        self._maybe_free.add(source)
         st = self.stats
         st.committed += 1
-        st.status_counts[result.status.value] += 1
+        status = result.status
+        st.status_counts[status.value] += 1
         self.peers.committed(source)
         # A result's claims are believed only as far as the time it took allows (peers.py).
-        elapsed = max(self.clock() - d.sent_at, 0.0)
+        now_loop = self.clock()
+        elapsed = max(now_loop - d.sent_at, 0.0)
         self.hotpath.latency.add(elapsed)  # dispatch-to-commit (hotpath.py)
-        execs = self.peers.plausible_execs(result.cost.execs, elapsed)
-        wall_s = min(result.cost.wall_s, elapsed)
+        cost = result.cost
+        execs = self.peers.plausible_execs(cost.execs, elapsed)
+        wall_s = min(cost.wall_s, elapsed)
         if self.auto_depth is not None and (new := self.auto_depth.observe(source, d.sent_at, d.sent_at + elapsed, wall_s)):
             log.info("dispatch.depth_changed", worker=source, depth=new, **self.auto_depth.explain(source))
-        st.record_result(source, wall_s, execs, min(result.cost.solver_s, elapsed))
-        st.engine.add(item.target, result.stats, item.work_id)
+        st.record_result(source, wall_s, execs, min(cost.solver_s, elapsed))
+        if result.stats:
+            st.engine.add(item.target, result.stats, item.work_id)
         if item.confirm:
             self._confirmed(source, item, result)
             return
-        found_s = self.clock() - self._t0
+        found_s = now_loop - self._t0
         progress = self.targets[item.target]
         progress.tasks += 1
         progress.execs += execs
-        progress.errors += result.status is Status.ERROR
-        self.solver_queries += int(result.stats.get("queries", 0))
-        self.solver_timeouts += int(result.stats.get("unknown", 0))
+        progress.errors += status is Status.ERROR
+        if result.stats:
+            self.solver_queries += int(result.stats.get("queries", 0))
+            self.solver_timeouts += int(result.stats.get("unknown", 0))
         stage = self.plan.stage_of(item)
         fig = self.plan.figures[stage]
         fig.results += 1
@@ -706,13 +729,14 @@ class Coordinator:
         traces = self._claimed_coverage(source, result, candidates, execs)
         if traces is not None:
             self._merge_trace(traces[0], item.target, stage)
-        self.plan.add_tokens(item.target, result.tokens)
+        if result.tokens:
+            self.plan.add_tokens(item.target, result.tokens)
         for c in candidates:  # claimed crashes and hangs: saved only once a re-run agrees
-            if c.kind in (Status.CRASH, Status.HANG) and sha256_hex(c.data) == c.sha256:
+            if c.kind in _FINDING_STATUS and sha256_hex(c.data) == c.sha256:
                 self._claim(c.kind, c.data, c.sha256, c.detail, item, source, found_s)
-        if result.status in (Status.CRASH, Status.HANG):
-            self._claim(result.status, item.data, item.sha256, result.error, item, source, found_s)
-        elif result.status is Status.ERROR:
+        if status in _FINDING_STATUS:
+            self._claim(status, item.data, item.sha256, result.error, item, source, found_s)
+        elif status is Status.ERROR:
             if not st.first_error:
                 st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
             log.warning("task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
@@ -738,7 +762,7 @@ class Coordinator:
             self.plan.slice_ended(item, committed=True)
             receipt = self.journal.record_transient(item.work_id, new_entries=entries, findings=[])
         else:
-            receipt = self.journal.commit(item.work_id, result.token, status=result.status.value,
+            receipt = self.journal.commit(item.work_id, result.token, status=status,
                                           new_entries=entries, findings=[])
         failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
@@ -746,16 +770,16 @@ class Coordinator:
             log.error("commit.journal_fenced", work_id=item.work_id[:16], token=result.token[:16])
             return
         st.triage_rejected["duplicate_input"] += receipt.skipped_entries
-        now = time.time()
-        for e in receipt.entries:
-            self._queue_entry(e)
-            self.afl.entry(e.queue_id, e.parent, now)
-            self.journal.note_provenance("queue", e.queue_id, source)
         if receipt.entries:
+            now = time.time()
+            for e in receipt.entries:
+                self._queue_entry(e)
+                self.afl.entry(e.queue_id, e.parent, now)
+                self.journal.note_provenance("queue", e.queue_id, source)
             progress.corpus += len(receipt.entries)
             progress.last_find = now
-        st.corpus += len(receipt.entries)
-        fig.new_inputs += len(receipt.entries)
+            st.corpus += len(receipt.entries)
+            fig.new_inputs += len(receipt.entries)
 
     def _queue_entry(self, entry: Any) -> None:
         """A new durable-to-be corpus entry: the engine's queue (if it runs) and the fuzzer's."""
@@ -775,6 +799,8 @@ class Coordinator:
     def _claimed_coverage(self, source: Rank, result: Result, candidates: tuple, execs: int) -> list | None:
         """Decoded traces (the task's, then each candidate's; None for an undecodable one), or
         None when together they claim more never-seen edges than the work allows (peers.py)."""
+        if not result.trace and not any(c.trace for c in candidates):  # claims no coverage: nothing
+            return [{} for _ in range(1 + len(candidates))]               # to decode, cap or spend
         traces: list[dict[int, int] | None] = []
         for packed in (result.trace, *(c.trace for c in candidates)):
             try:

@@ -37,7 +37,8 @@ class TargetTracker:
         self.by_target: dict[str, TargetProgress] = {t: TargetProgress() for t in targets}
 
     def __getitem__(self, target: str) -> TargetProgress:
-        return self.by_target.setdefault(target, TargetProgress())
+        p = self.by_target.get(target)
+        return p if p is not None else self.by_target.setdefault(target, TargetProgress())
 
     # --- resume -------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 import msgpack
 
+from symfence.protocol.ids import HEX64_MATCH as _HEX64_MATCH
 from symfence.protocol.ids import DispatchToken, WorkId, is_valid_token
 from symfence.protocol.messages import (
     PROTOCOL_VERSION,
@@ -272,6 +273,9 @@ def _token(obj: dict[str, Any], f: _Fields) -> DispatchToken:
 
 def decode_result(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Result:
     obj = _envelope(frame, limits)
+    result = _result_fast(obj, limits)
+    if result is not None:  # every check passed on the straight path
+        return result
     work_id = obj.get("work_id") if isinstance(obj.get("work_id"), str) else None
     token_hint = obj.get("token") if isinstance(obj.get("token"), str) else None
     try:
@@ -323,6 +327,72 @@ def _result_body(obj: dict[str, Any], limits: Limits) -> Result:
     return replace(result, token=_token(obj, f))
 
 
+_STATUS_OF = {s.value: s for s in Status}
+_NUMBER = (int, float)
+_isfinite = math.isfinite
+
+
+def _hex64(v: Any) -> bool:
+    return type(v) is str and len(v) == 64 and _HEX64_MATCH(v) is not None
+
+
+def _seconds(v: Any) -> bool:
+    return type(v) in _NUMBER and _isfinite(v) and 0 <= v <= SECONDS_MAX
+
+
+def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
+    """The common case of `_result_body`, in one pass without per-field objects: the same
+    checks (tests/test_protocol_fuzz.py holds them equal), None as soon as any fails, so the
+    slow path can name the exact fault and its precedence. Never raises."""
+    get = obj.get
+    token, work_id, status = get("token"), get("work_id"), get("status")
+    text, blob = limits.max_text_bytes, limits.max_candidate_bytes
+    if (get("kind") != "result" or text < 64 or not _hex64(token) or not _hex64(work_id)
+            or type(status) is not str or status not in _STATUS_OF):
+        return None
+    raw_candidates, cost, trace, error = get("candidates"), get("cost"), get("trace"), get("error")
+    cov_version, stats = get("cov_version"), get("stats")
+    if (type(raw_candidates) is not list or len(raw_candidates) > limits.max_candidates
+            or type(cost) is not dict or type(trace) is not bytes or len(trace) > blob
+            or type(error) is not str or len(error) > text
+            or type(cov_version) is not int or not 0 <= cov_version <= INT_MAX or type(stats) is not dict):
+        return None
+    wall_s, cpu_s, solver_s, execs = cost.get("wall_s"), cost.get("cpu_s"), cost.get("solver_s"), cost.get("execs")
+    if (not _seconds(wall_s) or not _seconds(cpu_s) or not _seconds(solver_s)
+            or type(execs) is not int or not 0 <= execs <= COUNT_MAX):
+        return None
+    candidates = []
+    for raw in raw_candidates:
+        if type(raw) is not dict:
+            return None
+        c = raw.get
+        data, sha, ctrace, kind, bound, new_bits, detail = (
+            c("data"), c("sha256"), c("trace"), c("kind"), c("bound"), c("new_bits"), c("detail"))
+        if (type(data) is not bytes or len(data) > blob or not _hex64(sha)
+                or type(ctrace) is not bytes or len(ctrace) > blob
+                or type(kind) is not str or kind not in _STATUS_OF
+                or type(bound) is not int or not 0 <= bound <= COUNT_MAX
+                or type(new_bits) is not int or not 0 <= new_bits <= NEW_BITS_MAX
+                or type(detail) is not str or len(detail) > text):
+            return None
+        candidates.append(Candidate(data, sha, ctrace, _STATUS_OF[kind], bound, new_bits, detail))
+    if stats:
+        try:
+            _int_map(stats, "result.stats")
+        except RemoteProtocolError:
+            return None
+    tokens: tuple[bytes, ...] = ()
+    if "tokens" in obj:
+        raw_tokens = obj["tokens"]
+        if type(raw_tokens) is not list or len(raw_tokens) > MAX_TOKENS or not all(
+                type(t) is bytes and 0 < len(t) <= MAX_TOKEN_BYTES for t in raw_tokens):
+            return None
+        tokens = tuple(raw_tokens)
+    return Result(token, work_id, _STATUS_OF[status], tuple(candidates),
+                  Cost(float(wall_s), float(cpu_s), float(solver_s), execs),
+                  cov_version, trace, error, stats, tokens)
+
+
 MAX_TOKENS = 1024  # dictionary tokens per result
 MAX_TOKEN_BYTES = 128
 
@@ -337,8 +407,33 @@ def _tokens(obj: dict[str, Any], f: _Fields) -> tuple[bytes, ...]:
     return tuple(tokens)
 
 
+def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
+    """The common case of `decode_work` in one pass (same checks; None when any fails, so the
+    full path names the fault). Never raises."""
+    get = obj.get
+    token, work_id, sha, executor, target = get("token"), get("work_id"), get("sha256"), get("executor"), get("target")
+    data, delta, options = get("data"), get("cov_delta"), get("options")
+    bound, deadline_s, cov_version, attempt = get("bound"), get("deadline_s"), get("cov_version"), get("attempt")
+    text, size = limits.max_text_bytes, limits.max_message_bytes
+    if (get("kind") != "work" or text < 64 or not _hex64(token) or not _hex64(work_id) or not _hex64(sha)
+            or type(executor) is not str or len(executor) > text or type(target) is not str or len(target) > text
+            or type(data) is not bytes or len(data) > size or type(delta) is not bytes or len(delta) > size
+            or type(bound) is not int or not 0 <= bound <= COUNT_MAX or not _seconds(deadline_s)
+            or type(cov_version) is not int or not 0 <= cov_version <= INT_MAX
+            or type(attempt) is not int or not 1 <= attempt <= COUNT_MAX or type(options) is not dict):
+        return None
+    for k, v in options.items():
+        if type(k) is not str or not _scalar_ok(v, limits):
+            return None
+    return Work(token, work_id, data, sha, executor, target, bound, options, float(deadline_s), cov_version,
+                delta, attempt)
+
+
 def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
     obj = _envelope(frame, limits)
+    work = _work_fast(obj, limits)
+    if work is not None:  # every check passed on the straight path
+        return work
     f = _Fields(obj, "work", limits)
     if obj.get("kind") != "work":
         raise RemoteProtocolError(Reason.MALFORMED, f"kind {obj.get('kind')!r} on the work tag")

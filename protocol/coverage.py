@@ -108,7 +108,7 @@ def unpack_trace(packed: bytes) -> dict[int, int]:
 
 def _pack_records(seen: bytearray | bytes, indices: Iterable[int]) -> bytes:
     pack = _DELTA_RECORD.pack
-    return b"".join(pack(i, seen[i]) for i in sorted(indices))
+    return b"".join([pack(i, seen[i]) for i in sorted(indices)])
 
 
 def _unpack_records(packed: object) -> list[tuple[int, int]]:
@@ -136,13 +136,14 @@ def _check_version(version: object) -> int:
 class CoverageMap:
     """The OR of count buckets ever seen per edge, with a version and a bounded change history."""
 
-    __slots__ = ("seen", "version", "_history", "_floor")
+    __slots__ = ("seen", "version", "_history", "_floor", "_snapshot")
 
     def __init__(self) -> None:
         self.seen = bytearray(MAP_SIZE)
         self.version = 0
         self._history: deque[tuple[int, tuple[int, ...]]] = deque()  # (version, changed indices)
         self._floor = 0  # deltas can be computed incrementally from any version >= this
+        self._snapshot: bytes | None = None  # to_bytes() until the map changes (journal flushes)
 
     def has_new_bits(self, trace: Mapping[int, int]) -> int:
         """Verdict for a raw trace without recording it: 0, 1 (new bucket) or 2 (new edge)."""
@@ -171,6 +172,7 @@ class CoverageMap:
         if changed:
             for index, bits in changed:
                 seen[index] = bits
+            self._snapshot = None
             self._record_change(tuple(index for index, _ in changed))
         return verdict
 
@@ -203,14 +205,17 @@ class CoverageMap:
         seen = self.seen
         for index, bits in records:
             seen[index] |= bits
+        self._snapshot = None
         self.version = new_version
         self._history.clear()
         self._floor = new_version
 
     def to_bytes(self) -> bytes:
         """Snapshot (version + sparse seen map) for a journal; history is not kept."""
-        header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, _SNAPSHOT_FORMAT, self.version)
-        return header + _pack_records(self.seen, self.edges_found())
+        if self._snapshot is None:  # every flush saves it: rebuilt only after a change
+            header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, _SNAPSHOT_FORMAT, self.version)
+            self._snapshot = header + _pack_records(self.seen, self.edges_found())
+        return self._snapshot
 
     @classmethod
     def from_bytes(cls, snapshot: bytes) -> CoverageMap:

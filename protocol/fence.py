@@ -30,7 +30,7 @@ class FenceView(Protocol):
         """True once the rank has been banned for sending garbage: its frames are not decoded."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     reason: Reason
     result: Result | None = None  # decoded result, when it decoded
@@ -46,24 +46,23 @@ class Verdict:
 
 def classify_result(result: Result, source: Rank, view: FenceView) -> Verdict:
     """Token-level rows of the table, for a result that decoded cleanly."""
-    token = result.token
+    token, work_id = result.token, result.work_id
     owner = view.owner(token)
-    common = dict(result=result, token=token, work_id=result.work_id)
     if owner is not None:
         if owner == source:
             dispatched = view.work_id_of(token)
-            if dispatched is not None and dispatched != result.work_id:
-                return Verdict(Reason.MISMATCHED, detail=f"work_id differs from the dispatched {dispatched[:16]}",
-                               **common)
-            return Verdict(Reason.CURRENT, **common)
-        return Verdict(Reason.MISROUTED, owner=owner, detail=f"token owned by rank {owner}", **common)
+            if dispatched is not None and dispatched != work_id:
+                return Verdict(Reason.MISMATCHED, result, f"work_id differs from the dispatched {dispatched[:16]}",
+                               token, work_id)
+            return Verdict(Reason.CURRENT, result, "", token, work_id)
+        return Verdict(Reason.MISROUTED, result, f"token owned by rank {owner}", token, work_id, owner)
     if view.recently_committed(token):
-        return Verdict(Reason.DUPLICATE, detail="token already committed", **common)
+        return Verdict(Reason.DUPLICATE, result, "token already committed", token, work_id)
     if view.revoked(token):
-        return Verdict(Reason.EXPIRED, detail="token revoked", **common)
+        return Verdict(Reason.EXPIRED, result, "token revoked", token, work_id)
     if view.in_flight_count(source) == 0:
-        return Verdict(Reason.UNOWNED, detail="source rank has nothing in flight", **common)
-    return Verdict(Reason.STALE, detail="token never issued in this epoch or long forgotten", **common)
+        return Verdict(Reason.UNOWNED, result, "source rank has nothing in flight", token, work_id)
+    return Verdict(Reason.STALE, result, "token never issued in this epoch or long forgotten", token, work_id)
 
 
 def classify(

@@ -16,6 +16,7 @@ TOKEN_DOMAIN = b"symcc-dispatch-v1\0"
 WORK_DOMAIN = "symfence-work-v1"
 EPOCH_BYTES = 32
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+HEX64_MATCH = _HEX64.fullmatch
 
 
 def derive_token(epoch: bytes, rank: int, sequence: int) -> DispatchToken:
@@ -32,7 +33,7 @@ def derive_token(epoch: bytes, rank: int, sequence: int) -> DispatchToken:
 
 def is_valid_token(value: object) -> bool:
     """True for exactly 64 lowercase hex characters (the only token shape ever issued)."""
-    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
+    return isinstance(value, str) and HEX64_MATCH(value) is not None
 
 
 class TokenMinter:
