@@ -23,7 +23,7 @@ import re
 import resource
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from symfence.protocol.coverage import MAP_SIZE
 
@@ -92,6 +92,10 @@ class AflState:
         self.max_depth = max(self.max_depth, depth)
         if not seed:
             self.last_find = int(now)
+
+    def seeds(self, queue_ids: Iterable[int]) -> None:
+        """`entry(seed=True)` for many seeds at once (depth 1; no find time)."""
+        self.depth_of.update(dict.fromkeys(queue_ids, 1))
 
     def crash(self, now: float, execs: int) -> None:
         self.last_crash = int(now)

@@ -8,6 +8,8 @@ anything else); the commit path is `_commit`, the quarantine path `_quarantine`.
 from __future__ import annotations
 
 import asyncio
+import collections
+import gc
 import os
 import resource
 import signal
@@ -46,7 +48,7 @@ from symfence.coordinator.writer import JournalWriter
 from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, encode
 from symfence.protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
 from symfence.protocol.fence import Verdict, classify
-from symfence.protocol.ids import DispatchToken, Rank, TokenMinter, sha256_hex, work_id_for
+from symfence.protocol.ids import DispatchToken, Rank, TokenMinter, sha256_hex, work_id_for, work_id_maker
 from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag, Work
 from symfence.protocol.reasons import Reason
 
@@ -256,6 +258,18 @@ class Coordinator:
         return not self._stop.is_set()
 
     def _seed(self) -> None:
+        """Journal the seeds (and resume what the journal holds). Python's cyclic GC is paused
+        meanwhile and the objects made so far are frozen after (gc.freeze): with a large corpus,
+        its collections would otherwise traverse every entry, at start-up and on every full
+        collection of the run."""
+        gc.disable()
+        try:
+            self._seed_all()
+        finally:
+            gc.freeze()
+            gc.enable()
+
+    def _seed_all(self) -> None:
         reconcile(self.journal, self.out, executor=self.corpus_executor, options=self.options,
                   targets=self.cfg["campaign.targets"])  # files a lost commit left behind
         resuming = bool(self.journal.corpus_count())
@@ -263,19 +277,25 @@ class Coordinator:
             self._resume()
         # Every (target, seed) pair the journal does not know yet: all of them on a fresh
         # campaign; on a resume, those of targets or seed files added to the config since.
+        # This runs once per seed before the first dispatch: per-seed work is kept to hashing
+        # and the journal's mirror (queue files are written later, by the writer thread).
+        seeds = load_seeds(self.cfg)
+        shas = [sha256_hex(data) for data in seeds]
         entries = []
         for target in self.cfg["campaign.targets"]:
-            for data in load_seeds(self.cfg):
-                sha = sha256_hex(data)
-                wid = work_id_for(self.corpus_executor, target, sha, 0, self.options)
-                entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed",
-                                        new_bits=0, found_s=0.0, work_id=wid, target=target))
+            work_id = work_id_maker(self.corpus_executor, target, 0, self.options)
+            entries += [NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed", new_bits=0,
+                                 found_s=0.0, work_id=work_id(sha), target=target)
+                        for data, sha in zip(seeds, shas)]
         failpoints.hit("seed")
         added = self.journal.add_seeds(entries)
+        if self.plan.concolic_on:
+            self.scheduler.extend(map(WorkItem.from_record, added))
         for e in added:
-            self._queue_entry(e)
-            self.afl.entry(e.queue_id, None, time.time(), seed=True)
-            self.targets[e.target].corpus += 1
+            self.plan.add_entry(e.target, e.data)
+        self.afl.seeds(e.queue_id for e in added)
+        for target, n in collections.Counter(e.target for e in added).items():
+            self.targets[target].corpus += n
         self.seed_count += len(added)
         if resuming and added:
             log.info("campaign.seeds_added", seeds=len(added), targets=sorted({e.target for e in added}))

@@ -51,6 +51,7 @@ class JournalDamagedError(JournalError):
         self.what = what
 
 
+_WIDTH = {t: len(cols) for t, cols in COLUMNS.items()}
 _FLOATS = {t: tuple(i for i, (_, kind) in enumerate(cols) if kind is float) for t, cols in COLUMNS.items()}
 
 
@@ -61,12 +62,13 @@ def row_hash(table: str, values: Iterable[Any]) -> int:
     hands back), so a row hashes the same written and read. One C-level hash call per row: the
     journal hashes every row it writes."""
     row = list(values)
-    if len(row) != len(COLUMNS[table]):
+    if len(row) != _WIDTH[table]:
         raise ValueError(f"{table}: {len(row)} values for {len(COLUMNS[table])} columns")
     for i in _FLOATS[table]:
         if row[i] is not None:
             row[i] = float(row[i])
-    row = [int(v) if v is True or v is False else v for v in row]
+    if bool in map(type, row):  # rare: the list comprehension only then (this runs per row)
+        row = [int(v) if v is True or v is False else v for v in row]
     digest = hashlib.blake2b(f"{table}{row!r}".encode("utf-8", "surrogatepass"), digest_size=16)
     return int.from_bytes(digest.digest(), "big")
 

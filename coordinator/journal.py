@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import fcntl
+import gc
 import hashlib
 import os
 import re
@@ -225,6 +226,7 @@ class CorpusEntry:
     new_bits: int
     found_s: float
     work_id: WorkId
+    attempts = 0  # not a field: read like a pending `WorkView`'s (a new entry was never revoked)
 
 
 @dataclass(frozen=True)
@@ -1083,23 +1085,28 @@ class Journal:
         return True
 
     def _add_entries(self, entries: list[NewEntry]) -> tuple[list[CorpusEntry], int]:
+        # Runs once per seed when a campaign starts: locals, and one _note for the lot.
         added: list[CorpusEntry] = []
+        inputs, work, dirty, pending = self._inputs, self._work, self._dirty_work, WorkState.PENDING
+        queue_id = self._next_queue_id
         for e in entries:
             key = (e.target, e.sha256)
-            if key in self._inputs or e.work_id in self._work:
+            if key in inputs or e.work_id in work:
                 continue
-            queue_id = self._next_queue_id
             added.append(
                 CorpusEntry(
                     queue_id, e.sha256, e.data, e.target, e.bound, e.parent, e.origin,
                     e.new_bits, e.found_s, e.work_id,
                 )
             )
-            self._next_queue_id += 1
-            self._inputs.add(key)
-            self._work[e.work_id] = _Row(queue_id, WorkState.PENDING, None, 0, "", None)
-            self._counts[WorkState.PENDING] += 1
-            self._touch(e.work_id)
+            inputs.add(key)
+            work[e.work_id] = _Row(queue_id, pending, None, 0, "", None)
+            dirty.add(e.work_id)
+            queue_id += 1
+        if added:
+            self._next_queue_id = queue_id
+            self._counts[pending] += len(added)
+            self._note(len(added))
         self._new_entries.extend(added)
         return added, len(entries) - len(added)
 
@@ -1141,6 +1148,8 @@ class Journal:
         """
         conn = self._db()
         conn.execute("BEGIN")
+        gc_was_on = gc.isenabled()
+        gc.disable()  # a row's objects are never cyclic garbage; collections would walk them all
         try:
             self._load_rows(conn)
         except (TypeError, ValueError, KeyError, OverflowError) as exc:
@@ -1155,6 +1164,9 @@ class Journal:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        finally:
+            if gc_was_on:
+                gc.enable()
         if not self._readonly:
             conn.execute("COMMIT")
 

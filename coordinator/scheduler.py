@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from symfence.protocol.ids import WorkId
 
@@ -57,6 +57,18 @@ class Scheduler:
         self.known.add(item.work_id)
         heapq.heappush(self._heap, (self._key(item, next(self._seq)), item))
         return True
+
+    def extend(self, items: Iterable[WorkItem]) -> int:
+        """`add` for many items (seeding): one heapify instead of a push each. Returns how many
+        were new."""
+        heap, known, seq, key = self._heap, self.known, self._seq, self._key
+        before = len(heap)
+        for item in items:
+            if item.work_id not in known:
+                known.add(item.work_id)
+                heap.append((key(item, next(seq)), item))
+        heapq.heapify(heap)
+        return len(heap) - before
 
     def requeue(self, item: WorkItem) -> None:
         heapq.heappush(self._heap, (self._key(item, next(self._seq)), item))
