@@ -56,10 +56,32 @@ log = structlog.get_logger()
 _FINDING_STATUS = frozenset({Status.CRASH, Status.HANG})  # a result or candidate that claims a finding
 
 
+def _read_folder(folder: Path) -> list[bytes]:
+    """Every file's bytes in name order (scandir's file types and a directory fd: ~4x fewer
+    system calls and objects than pathlib for a folder of 100,000 seeds)."""
+    with os.scandir(folder) as it:
+        names = sorted(e.name for e in it if e.is_file())
+    out = []
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in names:
+            fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            out.append(b"".join(chunks))
+    finally:
+        os.close(dir_fd)
+    return out
+
+
 def load_seeds(cfg: Config) -> list[bytes]:
     if cfg["campaign.seeds"]:
         folder = Path(cfg["campaign.seeds"])
-        seeds = [p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()]
+        seeds = _read_folder(folder)
         if not seeds:
             raise FileNotFoundError(f"campaign.seeds: no seed files in {folder}")
         return seeds
@@ -1024,19 +1046,26 @@ class Coordinator:
         self.hotpath.flush_ns += _ns() - t0
 
     def _flush_now(self) -> None:
-        """The end of the run: flush on this thread and write every file still owed, completely."""
+        """The end of the run: flush on this thread, completely. The queue files still owed are
+        written by `write_owed_files`, after MPI_Finalize (the workers need not wait for them)."""
         self._snapshot_state()
         failpoints.hit("flush.before", self.journal.path)
         durable = self.journal.flush()
         failpoints.hit("flush.after")
         if self.writer is not None:
             self.writer.add_files(durable.entries)
-            self.writer.drain_files()
+            if self.writer.files_pending:
+                log.info("outputs.queue_files_owed", files=self.writer.files_pending)
         else:
             for e in durable.entries:
                 failpoints.hit("queue", self.out.queue)
                 self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
         self._announce(durable)
+
+    def write_owed_files(self) -> int:
+        """Write the queue files of durable entries that the writer thread had not written yet
+        (after the run; raises OSError like any failed write)."""
+        return self.writer.drain_files() if self.writer is not None else 0
 
     def _announce(self, durable: FlushReceipt) -> None:
         """What a durable batch allows: AFL++ export, finding files, their counters and logs."""

@@ -210,10 +210,26 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     except OSError:
         pass  # the log's own failed write was reported above
     if coordinator.unstopped:  # a hung worker: MPI_Finalize would hang and mpiexec's code vary
+        code = _write_owed_files(coordinator, code)
         sys.stdout.flush()
         sys.stderr.flush()
         comm.Abort(code or 1)
     _finalize_with_watchdog()
+    return _write_owed_files(coordinator, code)
+
+
+def _write_owed_files(coordinator, code: int) -> int:
+    """The queue files the writer thread still owed at the end (their entries are durable),
+    written after MPI_Finalize so that no worker waits for them; a failed write is exit 3."""
+    from symfence.coordinator.failure import describe, report
+
+    try:
+        coordinator.write_owed_files()
+    except OSError as exc:
+        failure = describe(exc)
+        if coordinator.failure is None:
+            report(failure)
+            return failure.exit_code
     return code
 
 

@@ -47,6 +47,7 @@ class OutputDir:
         self.hangs = root / "hangs"
         self.details = root / "crash_details"
         self.logs = root / "logs"
+        self._queue_str = str(self.queue)
         for d in (self.queue, self.crashes, self.hangs, self.details, self.logs):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -58,9 +59,29 @@ class OutputDir:
         return path
 
     def queue_entry(self, queue_id: int, data: bytes, *, parent: int | None, origin: str, new_bits: int) -> Path:
+        name = self.queue_name(queue_id, parent=parent, origin=origin, new_bits=new_bits)
+        self._write_in(self._queue_str, name, data)
+        return self.queue / name
+
+    @staticmethod
+    def queue_name(queue_id: int, *, parent: int | None, origin: str, new_bits: int) -> str:
         src = ("seed" if origin == "seed" else "src:none") if parent is None else f"src:{parent:06d}"
         tag = {2: ",+cov", 1: ",+hit"}.get(new_bits, "")
-        return self._write(self.queue / f"id:{queue_id:06d},{src},op:{_safe(origin)}{tag}", data)
+        return f"id:{queue_id:06d},{src},op:{_safe(origin)}{tag}"
+
+    @staticmethod
+    def _write_in(folder: str, name: str, data: bytes) -> None:
+        """Atomically (temporary file, then rename), with str paths: the writer thread writes
+        one of these per corpus entry."""
+        tmp = f"{folder}/.tmp.{name}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, f"{folder}/{name}")
 
     def finding(self, kind: str, finding_id: int, data: bytes, *, detail: str, target: str) -> Path:
         folder = self.crashes if kind == "crash" else self.hangs
