@@ -11,7 +11,6 @@ from typing import Any, TextIO
 import structlog
 
 from symfence.coordinator.logtail import escape
-from symfence.coordinator.status_line import on_terminal
 
 # High-volume events stay out of the console (the status line counts them); they are all in
 # the JSON file, where `symfence logs` filters them.
@@ -37,7 +36,11 @@ class _Tee:
         self.file = file
         self._console = console
         self.verbose = verbose
-        self.renderer = structlog.dev.ConsoleRenderer(colors=bool(console and on_terminal(console)))
+        self.renderer = None
+        if console is not None:  # worker ranks log to their file only: no console renderer (nor rich)
+            from symfence.coordinator.status_line import on_terminal
+
+            self.renderer = structlog.dev.ConsoleRenderer(colors=on_terminal(console))
 
     @property
     def console(self) -> TextIO | None:

@@ -45,7 +45,7 @@ def test_every_durable_entry_gets_its_queue_file_and_a_kill_mid_backlog_resumes(
     # Killed while the writer thread writes the backlog of a fresh campaign's seeds.
     out2 = tmp_path / "out2"
     killed = run_campaign(tmp_path, cfg, ranks=3, out=out2, env={"SYMFENCE_FAILPOINT": "queue:300:kill"})
-    assert killed.code != 0 and "campaign finished" not in killed.stdout
+    assert killed.code != 0  # during the run, or while the files owed at its end are written
     assert len(durable(out2)) == SEEDS and len(queue_files(out2)) < SEEDS
     resumed = run_campaign(tmp_path, cfg, ranks=3, out=out2, extra_args=["--resume"])
     assert resumed.code == 0, resumed.stderr[-3000:]
