@@ -174,24 +174,35 @@ def test_a_failed_write_or_any_exception_stops_with_one_line(tmp_path, point, co
 def test_a_folder_turned_read_only_mid_run_stops_and_resume_continues(tmp_path):
     seeds = 1500
     cfg = cfg_with_children(seeds)
+    # 3 ms tasks: the run must outlast the remount (a 1 ms run could end before it took effect).
+    cfg["synthetic"]["task_ms"] = 3.0
     out = tmp_path / "out"
     queue = out / "queue"
-    mounted = threading.Event()
+    bound, mounted = threading.Event(), threading.Event()
+    why: list[str] = []
 
     def read_only() -> None:  # a read-only bind mount over queue/ (root only)
-        r = subprocess.run(["mount", "--bind", str(queue), str(queue)], capture_output=True, timeout=30)
+        r = subprocess.run(["mount", "--bind", str(queue), str(queue)], capture_output=True, text=True, timeout=30)
         if r.returncode == 0:
-            mounted.set()
-            subprocess.run(["mount", "-o", "remount,bind,ro", str(queue)], check=True, timeout=30)
+            bound.set()
+            for _ in range(100):  # "busy" while a queue file is open for writing: try again
+                r = subprocess.run(["mount", "-o", "remount,bind,ro", str(queue)], capture_output=True, text=True,
+                                   timeout=30)
+                if r.returncode == 0:
+                    mounted.set()
+                    break
+                time.sleep(0.005)
+        why.append(r.stderr.strip() or f"exit {r.returncode}")
 
-    when_committed(out, 200, read_only)
+    watcher = when_committed(out, 200, read_only)
     try:
         run = run_campaign(tmp_path, cfg, ranks=3, out=out)
     finally:
-        if mounted.is_set():
+        watcher.join(30)
+        if bound.is_set():
             subprocess.run(["umount", str(queue)], capture_output=True, timeout=30)
-    if not mounted.is_set():
-        pytest.skip("cannot bind-mount here (not root?)")
+    if not mounted.is_set():  # a failed remount is reported, not taken for a passed run
+        pytest.skip(f"cannot bind-mount queue/ read-only here (not root?): {why}")
     line = one_line_error(run, 3)
     assert "Read-only file system" in line and "queue" in line, line
     resume_to_the_end(tmp_path, cfg, out, seeds)
