@@ -169,7 +169,8 @@ class Campaign:
 
     @property
     def rps(self) -> float:
-        return self.f("results_per_sec")
+        """Committed results/s between the first dispatch and the stop request (hotpath.py)."""
+        return self.f("window_results_per_sec")
 
     @property
     def start_s(self) -> float:

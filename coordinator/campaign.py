@@ -267,7 +267,7 @@ class Coordinator:
             self.stop_reason = reason
             log.info("campaign.stopping", reason=reason)
         self.dispatching = False
-        self.hotpath.stopping()
+        self.hotpath.stopping(self.stats.committed)
         self._stop.set()
 
     async def _await_hellos(self) -> bool:

@@ -123,7 +123,7 @@ class HotPath:
 
     __slots__ = ("decode_ns", "commit_ns", "dispatch_ns", "ticker_ns", "flush_ns", "latency", "started",
                  "marks", "first_dispatch", "stop_requested", "_threads", "_cpu0", "_cpu", "_loop_cpu0",
-                 "_proc_cpu0", "_committed0")
+                 "_proc_cpu0", "_committed0", "_committed_at_stop")
 
     def __init__(self) -> None:
         self.decode_ns = self.commit_ns = self.dispatch_ns = self.ticker_ns = self.flush_ns = 0
@@ -137,6 +137,7 @@ class HotPath:
         self._cpu: dict[Phase, float] = {}  # last reading (kept once a thread has ended)
         self._loop_cpu0 = self._proc_cpu0 = 0.0
         self._committed0 = 0
+        self._committed_at_stop = -1
 
     def mark(self, phase: str) -> None:
         """A start-up phase ended now (`startup_<phase>_s` in fuzzer_stats)."""
@@ -158,9 +159,20 @@ class HotPath:
         self._proc_cpu0 = self._process_cpu()
         self._committed0 = committed
 
-    def stopping(self) -> None:
+    def stopping(self, committed: int) -> None:
+        """The stop was requested: the dispatch window (first dispatch to now) ends here."""
         if not self.stop_requested:
             self.stop_requested = time.time()
+            self._committed_at_stop = committed
+
+    def window_rate(self, committed: int) -> float:
+        """Results committed per second between the first dispatch and the stop request (or now):
+        the steady rate, without the drain and stop that `results_per_sec` also counts."""
+        if not self.first_dispatch:
+            return 0.0
+        end = self.stop_requested or time.time()
+        n = (self._committed_at_stop if self.stop_requested else committed) - self._committed0
+        return n / max(end - self.first_dispatch, 1e-9)
 
     @staticmethod
     def _process_cpu() -> float:
@@ -189,6 +201,7 @@ class HotPath:
             **{f"coord_{p.value}_s": round(s, 4) for p, s in phases_s.items()},
             "coord_cpu_us_per_result": round(1e6 * proc_cpu / n, 2) if n else 0.0,
             **{f"coord_{p.value}_us_per_result": round(1e6 * s / n, 2) if n else 0.0 for p, s in per.items()},
+            "window_results_per_sec": round(self.window_rate(committed), 2),
             "commit_latency_count": self.latency.n,
             "commit_latency_p50_ms": round(1e3 * self.latency.quantile(0.50), 3),
             "commit_latency_p99_ms": round(1e3 * self.latency.quantile(0.99), 3),

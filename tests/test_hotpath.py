@@ -63,6 +63,9 @@ def test_accounting_counts_from_the_first_dispatch():
     assert rows["coord_commit_us_per_result"] == 20.0
     assert rows["coord_dispatch_us_per_result"] == 30.0
     assert rows["first_dispatch_time"] > 0 and rows["first_dispatch_s"] >= rows["startup_hellos_s"] >= 0
+    hp.stopping(committed=60)  # 50 results in the window; the 50 committed after the stop (drain) are not in it
+    hp.stopping(committed=100)  # only the first request counts
+    assert hp.window_rate(110) == pytest.approx(50 / (hp.stop_requested - hp.first_dispatch))
     assert {f"coord_{p.value}_us_per_result" for p in Phase} <= set(rows)
     assert all(v >= 0 for v in rows.values())
 
@@ -78,7 +81,7 @@ def test_fuzzer_stats_carry_the_accounting(tmp_path):
     keys = ["coord_process_cpu_s", "coord_loop_cpu_s", "coord_pump_cpu_s", "coord_writer_cpu_s",
             "coord_cpu_us_per_result", *(f"coord_{p.value}_us_per_result" for p in Phase),
             *(f"coord_{p.value}_s" for p in Phase if p not in (Phase.PUMP, Phase.WRITER, Phase.OTHER)),
-            "commit_latency_p50_ms", "commit_latency_p99_ms", "commit_latency_max_ms",
+            "window_results_per_sec", "commit_latency_p50_ms", "commit_latency_p99_ms", "commit_latency_max_ms",
             "first_dispatch_s", "startup_hellos_s", "startup_seeded_s",
             "process_start_time", "first_dispatch_time", "stop_requested_time"]
     missing = [k for k in keys if k not in s]
@@ -93,6 +96,8 @@ def test_fuzzer_stats_carry_the_accounting(tmp_path):
     started = float(s["process_start_time"])
     assert started <= float(s["first_dispatch_time"]) <= float(s["stop_requested_time"])
     assert float(s["startup_hellos_s"]) <= float(s["startup_seeded_s"]) <= float(s["first_dispatch_s"])
+    window = float(s["stop_requested_time"]) - float(s["first_dispatch_time"])
+    assert float(s["window_results_per_sec"]) == pytest.approx(300 / window, rel=0.02)  # work exhausted: all 300
 
 
 @pytest.mark.mpi
