@@ -1086,6 +1086,8 @@ class Coordinator:
         out.update(self.afl.counters(st.execs, st.crashes_total, self.tmouts, time.time()))
         out.update(self.targets.counters())
         out.update(self.plan.counters())
+        if self.afl_sync is not None:
+            out.update(self.afl_sync.counters())  # its sessions and queue directories
         return out
 
     def _snapshot(self) -> Snapshot:
