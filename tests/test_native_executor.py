@@ -81,6 +81,27 @@ def test_parent_kills_a_stuck_child_and_its_symcc_process_group(tmp_path):
         assert ex.child_pid != child  # a fresh child serves the next task
 
 
+@needs_afl
+def test_hanging_inputs_and_confirmation_reruns_are_not_explored(tmp_path):
+    """On a hang the engine would only run into engine_timeout_s (a SymCC build runs the program);
+    a confirmation re-run (bound past max_branches) wants the oracle's verdict, no candidates."""
+    marker = tmp_path / "engine-ran"
+    script = tmp_path / "fake-symcc"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\nsleep 300\n")
+    script.chmod(0o755)
+    opts = {"engine": "symcc", "oracle": "forkserver", "symcc_command": str(script), "input": "stdin",
+            "afl_target": str(built() / "record") + ".afl", "engine_timeout_s": 60.0}
+    with NativeExecutor() as ex:
+        hang = run_task(ex, str(built() / "record"), b"SFRC\xd5\xee\x05\x10\x04\x00LOOP", opts)
+        assert hang.status is ExitKind.HANG and not hang.candidates and hang.stats["not_explored"] == 1
+        crash = run_task(ex, str(built() / "record"), b"SFRC\x42\xee\xff\xc0\x02\x42!!" + bytes(20), opts,
+                         bound=1 << 31)
+        assert crash.status is ExitKind.CRASH and crash.error.startswith("SIGSEGV") and crash.stats["not_explored"] == 1
+        assert not marker.exists()
+        ok = run_task(ex, str(built() / "record"), b"SFRC" + bytes(28), {**opts, "engine_timeout_s": 1.0})
+        assert marker.exists() and "not_explored" not in ok.stats  # other inputs are explored
+
+
 def test_memory_limit_makes_an_out_of_memory_finding(tmp_path):
     hog = compile_c(tmp_path, "memhog", r'''
 #include <unistd.h>

@@ -101,6 +101,15 @@ class Runner:
             send(("phase", "input", data, bound))
             own = oracle.run(data)
             execs += 1
+            if own.kind is RunKind.HANG or bound >= opts.max_branches:
+                # Not explored, the oracle's execution is the whole task: on a hanging input the
+                # engine would run into engine_timeout_s (a SymCC build runs the program itself);
+                # from a bound past max_branches (a crash/hang confirmation re-run) it would
+                # negate nothing.
+                status = exit_kind(own.kind)
+                return Outcome(status, trace=salted(own.trace, salt), error=own.detail if status is not ExitKind.OK else "",
+                               wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
+                               stats={"not_explored": 1})
         send(("phase", "engine", data, bound))
         try:
             run = engine.explore(data, bound)
