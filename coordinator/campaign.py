@@ -34,7 +34,7 @@ from symfence.coordinator.depth import DepthController, DepthTuning
 from symfence.coordinator.hotpath import HotPath
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan, Stage
-from symfence.coordinator.inflight import InFlight, Revocation
+from symfence.coordinator.inflight import InFlight, Revocation, SlotRelease
 from symfence.coordinator.journal import FlushBatch, FlushReceipt, Journal, NewEntry, NewFinding
 from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
 from symfence.coordinator.peers import PeerPolicy, Peers, PeerState
@@ -518,6 +518,7 @@ class Coordinator:
             return
         self.alive.discard(rank)
         self.lost.add(rank)
+        self.inflight.release_rank(rank)
         tokens = self.inflight.tokens_of(rank)
         log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
         for token in tokens:
@@ -551,7 +552,8 @@ class Coordinator:
         t0 = _ns()
         maybe_free, alive, claims = self._maybe_free, self.alive, self.claims.queue
         for rank in self.workers if ranks is None else sorted(ranks):
-            free = self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.in_flight_count(rank) \
+            # Revoked dispatches the worker may still hold take slots too (inflight.py, held slots).
+            free = self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.occupied(rank) \
                 if rank in alive else 0
             if free <= 0:
                 maybe_free.discard(rank)
@@ -687,6 +689,7 @@ class Coordinator:
         log.error("worker.banned", worker=rank, reason=why, requeued=len(tokens))
         self.alive.discard(rank)
         self.lost.discard(rank)
+        self.inflight.release_rank(rank)
         for token in tokens:
             self._revoke(token, Revocation.LOST, notify=False)
         self._fill()
@@ -715,6 +718,8 @@ class Coordinator:
             self.hotpath.commit_ns += _ns() - t1
         else:
             self._quarantine(source, verdict, max(len(frame), oversized))  # ... or quarantine
+            if verdict.token is not None and self.inflight.release(verdict.token, source, SlotRelease.RESULT):
+                self._maybe_free.add(source)  # a late answer: the worker let go of that dispatch
 
 
     def _quarantine(self, source: Rank, v: Verdict, size: int = 0) -> None:
@@ -973,6 +978,9 @@ class Coordinator:
         self.lost.discard(rank)
         self.alive.add(rank)
         stale = tuple(t for t in held if self.inflight.owner(t) != rank)
+        for t in stale:  # revoked while it was lost, still held: it takes a slot until let go
+            if self.inflight.owner(t) is None and self.inflight.revoked(t):
+                self.inflight.hold(t, rank)
         if stale:
             self.pump.send(rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, stale)))
         log.warning("worker.returned", worker=rank, cancelled=len(stale))
@@ -987,6 +995,8 @@ class Coordinator:
             if d.send_index < work_received and token not in held:
                 log.warning("task.lost", worker=rank, token=token[:16], reason="not held by worker")
                 self._revoke(token, Revocation.LOST, notify=False)
+        if self.inflight.release_unheld(rank, held, work_received):
+            self._maybe_free.add(rank)  # it let go of revoked dispatches: their slots are free
 
     def _setup_info(self, rank: Rank) -> dict[str, Any]:
         faults = self.cfg.section("faults")
@@ -1132,7 +1142,7 @@ class Coordinator:
             "dispatch_depth": self.depth, "workers_alive": len(self.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
-            **self._hostile_stats(),
+            **self._hostile_stats(), **self.inflight.stats_items(),
             **(self.auto_depth.stat_items(self.workers) if self.auto_depth is not None else {}),
             **self.plan.stat_items(), **self.hotpath.items(st.committed)})
         taken = {k for k, _ in afl_rows} | {"total_crashes"}

@@ -1,8 +1,18 @@
-"""The token-indexed in-flight map, plus the windows of committed and revoked tokens.
+"""The token-indexed in-flight map, the windows of committed and revoked tokens, and the slots
+revoked dispatches still take on their ranks.
 
 This is the state the fence reads (it implements `protocol.fence.FenceView`). Entries are
 keyed by dispatch token only; the rank index exists for failure handling and counting,
 and nothing is ever removed "by rank" without naming each token.
+
+**Held slots.** A dispatch revoked while its worker may still hold it (its deadline passed, or
+it was cancelled) is no longer in flight (the fence answers `expired` for it), but the worker is
+still busy with it or has it queued until the CANCEL reaches it, and a task stuck in a call the
+worker cannot interrupt keeps it busy longer still. Such a revoked dispatch keeps taking one of
+its rank's dispatch slots (`occupied`) until the worker shows it no longer holds it: a late
+RESULT under its token, a heartbeat that counts its WORK as received but does not list the
+token, or the rank being lost (`SlotRelease`). Otherwise the next dispatch would queue behind
+the revoked one with its deadline already running, and expire through no fault of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +34,20 @@ class Revocation(str, enum.Enum):
     LOST = "lost"  # its worker is gone, or does not hold it (heartbeat reconciliation)
 
 
+class SlotRelease(str, enum.Enum):
+    """How a revoked dispatch's slot on its rank was found free again."""
+
+    RESULT = "result"  # its late result arrived (quarantined as expired)
+    HEARTBEAT = "heartbeat"  # a heartbeat shows the worker no longer holds it
+    LOST = "lost"  # its rank was lost or banned
+
+
+# Revocations after which the worker may still hold the dispatch (a LOST one it does not hold,
+# or its rank is gone).
+HELD_AFTER = frozenset({Revocation.EXPIRED, Revocation.CANCELLED})
+ARRIVED = -1  # send index of a held slot whose WORK is known to have reached the worker
+
+
 @dataclass(frozen=True, slots=True)
 class Dispatch:
     token: DispatchToken
@@ -40,6 +64,9 @@ class InFlight:
         self._by_rank: dict[Rank, set[DispatchToken]] = {}
         self._deadlines: list[tuple[float, DispatchToken]] = []
         self._sent_to: dict[Rank, int] = {}
+        self._held: dict[DispatchToken, tuple[Rank, int]] = {}  # revoked, maybe still held: (rank, send index)
+        self._held_by_rank: dict[Rank, set[DispatchToken]] = {}
+        self.released: dict[SlotRelease, int] = {why: 0 for why in SlotRelease}
         self.committed = RecentTokens(window)
         self.revoked_tokens = RecentTokens(window)
         self.banned_ranks: set[Rank] = set()  # filled by coordinator.peers when it bans a rank
@@ -87,9 +114,65 @@ class InFlight:
         return d
 
     def revoke(self, token: DispatchToken, why: Revocation) -> Dispatch:
+        """Remove a dispatch without committing it; its token joins the revoked window. After an
+        expiry or a cancel its slot stays taken until the worker shows it let go (`release`)."""
         d = self._remove(token)
         self.revoked_tokens.add(token, why)
+        if why in HELD_AFTER:
+            self.hold(token, d.rank, d.send_index)
         return d
+
+    # --- held slots of revoked dispatches ---------------------------------------------------------
+
+    def hold(self, token: DispatchToken, rank: Rank, send_index: int = ARRIVED) -> None:
+        """Count a revoked `token` against `rank`'s slots until it is released. `send_index`:
+        which WORK to this rank it was (ARRIVED when the worker itself said it holds it)."""
+        if token in self._by_token:
+            raise ValueError("token is still in flight")
+        self._held[token] = (rank, send_index)
+        self._held_by_rank.setdefault(rank, set()).add(token)
+
+    def release(self, token: DispatchToken, rank: Rank, why: SlotRelease) -> bool:
+        """Free the slot a revoked `token` takes on `rank`; False if it takes none there (a token
+        another rank sends back frees nothing)."""
+        held = self._held.get(token)
+        if held is None or held[0] != rank:
+            return False
+        del self._held[token]
+        self._held_by_rank[rank].discard(token)
+        self.released[why] += 1
+        return True
+
+    def release_unheld(self, rank: Rank, held: set[DispatchToken] | frozenset[DispatchToken],
+                       work_received: int) -> int:
+        """A heartbeat: the worker had received `work_received` WORKs and held `held`. Free every
+        slot whose WORK it had received but no longer holds; return how many."""
+        freed = 0
+        for token in list(self._held_by_rank.get(rank, ())):
+            index = self._held[token][1]
+            if index < work_received and token not in held:
+                freed += self.release(token, rank, SlotRelease.HEARTBEAT)
+        return freed
+
+    def release_rank(self, rank: Rank) -> int:
+        """The rank is lost or banned: none of its slots is counted any more."""
+        tokens = list(self._held_by_rank.get(rank, ()))
+        for token in tokens:
+            self.release(token, rank, SlotRelease.LOST)
+        return len(tokens)
+
+    def held_count(self, rank: Rank) -> int:
+        """Revoked dispatches the rank may still hold."""
+        return len(self._held_by_rank.get(rank, ()))
+
+    def occupied(self, rank: Rank) -> int:
+        """Slots taken on the rank: its dispatches in flight plus revoked ones it may still hold."""
+        return self.in_flight_count(rank) + self.held_count(rank)
+
+    def stats_items(self) -> dict[str, int]:
+        """fuzzer_stats rows: slots revoked dispatches hold now, and how held slots were freed."""
+        return {"slots_held_revoked": len(self._held),
+                **{f"slots_freed_by_{why.value}": n for why, n in self.released.items()}}
 
     def postpone(self, seconds: float) -> None:
         """Move every deadline `seconds` later (the coordinator was paused: not the work's fault).

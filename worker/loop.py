@@ -59,6 +59,7 @@ class Worker:
         self.busy_s = 0.0
         self.work_received = 0
         self.max_held = 0  # most dispatches held at once (queued + running): at most the depth
+        self.beat_now = False  # a CANCEL was handled: tell the coordinator soon what is still held
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -132,8 +133,9 @@ class Worker:
                 delay = self.backoff.next_delay()
                 time.sleep(delay) if delay else os.sched_yield()
             now = time.monotonic()
-            if now >= next_heartbeat:
+            if now >= next_heartbeat or self.beat_now:
                 next_heartbeat = now + self.heartbeat_s
+                self.beat_now = False
                 self._heartbeat()
 
     # ------------------------------------------------------------------ messages in
@@ -179,6 +181,9 @@ class Worker:
         if ctl.kind is ControlKind.CANCEL:
             for token in ctl.tokens:
                 self._cancel(token)
+            # The coordinator counts a cancelled dispatch against this rank's slots until a
+            # heartbeat shows it gone: send one now, not a heartbeat period later.
+            self.beat_now = True
         elif ctl.kind is ControlKind.STOP:
             self.stopping = True
             for work in self.queue:
