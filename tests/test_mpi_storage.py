@@ -318,16 +318,19 @@ def test_a_paused_coordinator_drains_heartbeats_before_judging_its_workers(tmp_p
 
 def test_restarts_do_not_use_up_attempts_and_failed_work_can_be_retried(tmp_path):
     # Every item's first attempt blocks its worker 0.5 s, past the 0.25 s deadline: one charged
-    # expiry each, then attempt 2 succeeds (max_attempts 2). The coordinator is killed three
-    # times while items are leased; voided leases must not count, or items would fail.
+    # expiry each, then attempt 2 succeeds (max_attempts 2). A retry is not sent to a worker
+    # still stuck in a revoked attempt (it would queue there and expire too, charged). The
+    # coordinator is killed three times right after the flush that made the first two leases
+    # durable, so the same items' leases are voided each time; voided leases must not count,
+    # or those items would fail.
     seeds = 12
     cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 1.0, "first_attempt_ms": 500},
                         dispatch={"deadline_s": 0.25, "max_attempts": 2, "depth": 1})
     out = tmp_path / "out"
     kills = 0
-    for i in range(3):
+    for i in range(3):  # flush 1 is the seeds' (or the resumed state's), flush 2 the leases'
         run = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"] if i else [],
-                           env={"SYMFENCE_FAILPOINT": "dispatch:5"})
+                           env={"SYMFENCE_FAILPOINT": "flush.after:2"})
         kills += run.code != 0
     assert kills == 3
     final = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"])
@@ -339,7 +342,9 @@ def test_restarts_do_not_use_up_attempts_and_failed_work_can_be_retried(tmp_path
     assert snap.failed == 0 and snap.done == seeds
     assert {item.attempts for item in items} == {1}  # exactly the one expiry each
     s = final.stats()
-    assert int(s["voided"]) >= 3 and "VIOLATED" not in final.stdout
+    # Each kill voids the two leases in flight, unless a loaded machine delayed that flush past
+    # their deadline (they are then requeued, charged, before it): at least one kill voided both.
+    assert int(s["voided"]) >= 2 and "VIOLATED" not in final.stdout
 
     # max_attempts 1: every item fails at its first expiry; --retry-failed runs them again.
     out2 = tmp_path / "out2"
