@@ -978,9 +978,8 @@ class Coordinator:
         self.lost.discard(rank)
         self.alive.add(rank)
         stale = tuple(t for t in held if self.inflight.owner(t) != rank)
-        for t in stale:  # revoked while it was lost, still held: it takes a slot until let go
-            if self.inflight.owner(t) is None and self.inflight.revoked(t):
-                self.inflight.hold(t, rank)
+        for t in stale:  # revoked from it while it was lost, still held: a slot until let go
+            self.inflight.hold(t, rank)
         if stale:
             self.pump.send(rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, stale)))
         log.warning("worker.returned", worker=rank, cancelled=len(stale))

@@ -117,20 +117,28 @@ class InFlight:
         """Remove a dispatch without committing it; its token joins the revoked window. After an
         expiry or a cancel its slot stays taken until the worker shows it let go (`release`)."""
         d = self._remove(token)
-        self.revoked_tokens.add(token, why)
+        self.revoked_tokens.add(token, (why, d.rank))
         if why in HELD_AFTER:
             self.hold(token, d.rank, d.send_index)
         return d
 
     # --- held slots of revoked dispatches ---------------------------------------------------------
 
-    def hold(self, token: DispatchToken, rank: Rank, send_index: int = ARRIVED) -> None:
+    def revoked_from(self, token: DispatchToken) -> Rank | None:
+        """The rank a recently revoked token had been dispatched to."""
+        entry = self.revoked_tokens.get(token)
+        return None if entry is None else entry[1]
+
+    def hold(self, token: DispatchToken, rank: Rank, send_index: int = ARRIVED) -> bool:
         """Count a revoked `token` against `rank`'s slots until it is released. `send_index`:
-        which WORK to this rank it was (ARRIVED when the worker itself said it holds it)."""
-        if token in self._by_token:
-            raise ValueError("token is still in flight")
+        which WORK to this rank it was (ARRIVED when the worker itself said it holds it).
+        Only a token revoked from that rank qualifies (False otherwise): a rank listing another's
+        tokens cannot make it hold slots."""
+        if token in self._by_token or self.revoked_from(token) != rank:
+            return False
         self._held[token] = (rank, send_index)
         self._held_by_rank.setdefault(rank, set()).add(token)
+        return True
 
     def release(self, token: DispatchToken, rank: Rank, why: SlotRelease) -> bool:
         """Free the slot a revoked `token` takes on `rank`; False if it takes none there (a token

@@ -78,8 +78,9 @@ def test_a_revoked_dispatch_holds_its_slot_until_the_worker_lets_go():
     assert f.release_unheld(1, set(), work_received=2) == 1 and f.occupied(1) == 0
     f.add(d, 1, "d" * 64, 0.0, None)
     f.revoke(d, Revocation.EXPIRED)
-    f.hold(b, 1)  # a returning worker lists a token revoked while it was lost (ARRIVED)
-    assert f.occupied(1) == 2 and f.release_rank(1) == 2 and f.occupied(1) == 0  # lost: nothing held
+    assert f.hold(b, 1)  # a returning worker lists a token revoked from it while it was lost (ARRIVED)
+    assert not f.hold(b, 2) and not f.hold(derive_token(E, 9, 9), 1)  # not revoked from that rank
+    assert f.occupied(1) == 2 and f.occupied(2) == 0 and f.release_rank(1) == 2 and f.occupied(1) == 0  # lost: nothing held
     assert f.released == {SlotRelease.RESULT: 1, SlotRelease.HEARTBEAT: 1, SlotRelease.LOST: 2}
     assert f.stats_items() == {"slots_held_revoked": 0, "slots_freed_by_result": 1,
                                "slots_freed_by_heartbeat": 1, "slots_freed_by_lost": 2}
