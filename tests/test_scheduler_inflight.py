@@ -136,22 +136,25 @@ def test_the_coordinator_dispatches_nothing_into_a_slot_an_expired_dispatch_hold
     assert pump.take(Tag.WORK) == [] and len(coord.inflight) == 0
     assert coord.stats.expired == 2 and coord.inflight.occupied(1) == coord.inflight.occupied(2) == 1
 
+    def turn_fill():  # what a turn of received frames fills: the ranks that may have a free slot
+        coord._fill(coord._maybe_free)
+
     def heartbeat(rank, held, received):
         coord._on_control(rank, encode(Control(ControlKind.HEARTBEAT, tuple(held), {"work_received": received})))
-        coord._fill()
+        turn_fill()
         return pump.take(Tag.WORK)
 
     assert heartbeat(1, [first[1].token], 1) == []  # still running the revoked task
     assert heartbeat(2, [], 0) == []  # its WORK not even received yet (a heartbeat that crossed it)
     late = ResultSender(lambda frame: None).seal(first[2].token, Result(first[2].token, first[2].work_id, Status.OK))
     coord._on_result(1, late)  # rank 1 sending rank 2's token frees nothing
-    coord._fill()
+    coord._fill()  # not even on a full fill
     assert pump.take(Tag.WORK) == [] and coord.stats.quarantine.total == 1
     (retry,) = heartbeat(1, [], 1)  # rank 1 let go: one new dispatch, the item that expired on rank 2
     assert retry[0] == 1 and decode_work(retry[1]).work_id == first[2].work_id
     assert decode_work(retry[1]).attempt == 2
     coord._on_result(2, late)  # the late result: quarantined as expired, and rank 2 is free
-    coord._fill()
+    turn_fill()
     (retry,) = pump.take(Tag.WORK)
     assert retry[0] == 2 and decode_work(retry[1]).work_id == first[1].work_id
     assert coord.inflight.released == {SlotRelease.RESULT: 1, SlotRelease.HEARTBEAT: 1, SlotRelease.LOST: 0}
