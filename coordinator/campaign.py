@@ -135,6 +135,7 @@ class Coordinator:
         self._duration_s: float = cfg["campaign.duration_s"]
         self._max_results: int = cfg["campaign.max_results"]
         self._maybe_free: set[Rank] = set()  # ranks that may have a free slot (hot path: _turn fills only these)
+        self._elsewhere_fns: dict[Rank, Callable[[WorkItem], bool]] = {}
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
         self.options = executor_options(cfg)
@@ -558,7 +559,7 @@ class Coordinator:
             if free <= 0:
                 maybe_free.discard(rank)
                 continue
-            view = self.scheduler.for_rank(rank, lambda it, r=rank: self._elsewhere(it, r))
+            view = self.scheduler.for_rank(rank, self._elsewhere_of(rank))
             while free > 0:
                 item = claims.pop_for(rank, view.elsewhere) if len(claims) else None
                 if item is None and self.dispatching:
@@ -574,6 +575,13 @@ class Coordinator:
             else:
                 maybe_free.discard(rank)
         self.hotpath.dispatch_ns += _ns() - t0
+
+    def _elsewhere_of(self, rank: Rank) -> Callable[[WorkItem], bool]:
+        """`_elsewhere` for one rank, made once per rank (the fill asks for it on every turn)."""
+        f = self._elsewhere_fns.get(rank)
+        if f is None:
+            f = self._elsewhere_fns[rank] = lambda it, r=rank: self._elsewhere(it, r)
+        return f
 
     def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
         """Whether a rank other than `rank` that the item has not failed on could take it."""
@@ -859,6 +867,8 @@ class Coordinator:
             traces[0] = {}
         seen = self.coverage.seen
         new = {i for t in traces if t for i in t if not seen[i]}
+        if not new:  # nothing never-seen: nothing to cap or spend (the budget refills by time alone)
+            return traces
         allowance = self.peers.new_edge_allowance(source, execs)
         if len(new) > allowance:
             self.stats.triage_rejected["coverage_cap"] += 1

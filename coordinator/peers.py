@@ -86,6 +86,7 @@ class Peers:
         self._peers: dict[Rank, Peer] = {}
         self._order: list[Rank] = []
         self._next = 0  # round-robin start, so no rank always goes first
+        self._queued = 0  # frames waiting in all ranks' queues (pending() per turn is O(1))
         self.banned_total = 0
         self.suspended_total = 0
         self.flood_bans = 0
@@ -115,10 +116,11 @@ class Peers:
         """Queue a received frame; False when the rank's backlog shows it is flooding."""
         p = self.peer(rank)
         p.queue.append(item)
+        self._queued += 1
         return p.state is PeerState.BANNED or len(p.queue) <= self.policy.backlog_frames
 
     def pending(self) -> bool:
-        return any(p.queue for p in self._peers.values())
+        return self._queued > 0
 
     def turn(self, size: Callable[[Any], int]) -> Iterator[tuple[Rank, Any]]:
         """One round: up to `frames_per_turn` frames / `bytes_per_turn` bytes from each rank
@@ -129,11 +131,13 @@ class Peers:
             p = self._peers[self._order[(start + i) % n]]
             if p.state is PeerState.BANNED:
                 while p.queue:
+                    self._queued -= 1
                     yield p.rank, p.queue.popleft()
                 continue
             frames = used = 0
             while p.queue and frames < self.policy.frames_per_turn and (frames == 0 or used < self.policy.bytes_per_turn):
                 item = p.queue.popleft()
+                self._queued -= 1
                 frames += 1
                 used += size(item)
                 yield p.rank, item

@@ -2,8 +2,14 @@
 
 It drains `Improbe`/`Mrecv` into bytes, posts queued `Isend`s, tests outstanding send
 requests, backs off when idle (yield first, then sleep; woken at once when a send is queued),
-and hands received messages to the event loop in batches with one `call_soon_threadsafe` per
-drain (one per message costs GIL ping-pong; docs/design.md, "Pipelining").
+and hands received messages to the event loop in batches (docs/design.md, "Pipelining"). At
+most one hand-over is pending at a time: batches drained while the loop has not yet taken the
+previous one wait beside it, so the loop is woken (`call_soon_threadsafe`, a pipe write) once
+per hand-over, not once per drain. Each drained batch is still delivered as its own batch, in
+order: frames are fenced in the order the drains received them (a frame matched before another
+rank's later frame is judged first, as tests/test_mpi_faults.py's misrouted results need). The pump keeps probing meanwhile (not probing while
+the loop is slow delays matching, and a synchronous sender waiting on that match times out:
+measured with tests/test_mpi_faults.py under load).
 
 Under an MPI with ULFM (Open MPI's `mpiexec --with-ft ulfm`), a dead peer makes
 `Improbe(ANY_SOURCE)` raise ERR_PROC_FAILED (and `Testsome` ERR_IN_STATUS for a send to it).
@@ -113,6 +119,8 @@ class Pump(threading.Thread):
         self.discard = discard
         self.backoff = Backoff(cap_s=poll_cap_s, spins=spins_for_host())  # no spinning when ranks outnumber cores
         self._outbox: collections.deque[tuple[int, int, bytes]] = collections.deque()
+        self._inbox: collections.deque[list[Inbound]] = collections.deque()  # drained batches the loop has not taken
+        self._handover_pending = False  # a `_hand_over` call is scheduled on the loop
         self._wake = threading.Event()
         self._stopping = False
         self.error: BaseException | None = None
@@ -129,6 +137,21 @@ class Pump(threading.Thread):
     def send(self, dest: int, tag: int, frame: bytes) -> None:
         self._outbox.append((dest, tag, frame))
         self._wake.set()
+
+    def _hand_over(self) -> None:
+        """On the loop thread: take every frame received so far and deliver it as one batch."""
+        self._handover_pending = False  # cleared before taking: a frame added after this is
+        inbox = self._inbox  # either taken here or schedules another call
+        batches = [inbox.popleft() for _ in range(len(inbox))]  # deque ops are atomic under the GIL
+        for batch in batches:
+            self.deliver(batch)
+
+    def _post(self, batch: list[Inbound]) -> None:
+        """On the pump thread: queue frames for the loop; wake it only if no hand-over is pending."""
+        self._inbox.append(batch)
+        if not self._handover_pending:
+            self._handover_pending = True
+            self.loop.call_soon_threadsafe(self._hand_over)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Flush queued sends, then end the thread (receiving stops too)."""
@@ -173,7 +196,8 @@ class Pump(threading.Thread):
 
     def _run(self) -> None:
         comm, outbox, dead = self.comm, self._outbox, self.failed.dead
-        sending: list[tuple[MPI.Request, bytes]] = []
+        requests: list[MPI.Request] = []  # outstanding sends, and the frames they send from
+        frames: list[bytes] = []
         status = MPI.Status()
         sink = Sink()
         slept = False
@@ -186,12 +210,12 @@ class Pump(threading.Thread):
                     self.dropped_to_dead += 1
                     continue
                 try:
-                    sending.append((comm.Isend([frame, MPI.BYTE], dest, tag), frame))
+                    requests.append(comm.Isend([frame, MPI.BYTE], dest, tag))
+                    frames.append(frame)
                     self.frames_out += 1
                 except MPI.Exception as exc:
                     self._failure(exc)
-            if sending:
-                requests = [r for r, _ in sending]
+            if requests:
                 try:
                     done = MPI.Request.Testsome(requests)
                 except MPI.Exception as exc:
@@ -200,8 +224,12 @@ class Pump(threading.Thread):
                     self._failure(exc, frozenset({MPI.ERR_IN_STATUS}))
                     done = [i for i, r in enumerate(requests) if not r]
                 if done:
-                    gone = set(done)
-                    sending = [s for i, s in enumerate(sending) if i not in gone]
+                    if len(done) == len(requests):
+                        requests, frames = [], []
+                    else:
+                        gone = set(done)
+                        keep = [i for i in range(len(requests)) if i not in gone]
+                        requests, frames = [requests[i] for i in keep], [frames[i] for i in keep]
                     progressed = True
             batch: list[Inbound] = []
             # After a sleep the first probe may miss a message that arrived meanwhile: probe twice.
@@ -231,9 +259,9 @@ class Pump(threading.Thread):
             if batch:
                 self.frames_in += len(batch)
                 self.bytes_in += sum(len(b.frame) for b in batch)
-                self.loop.call_soon_threadsafe(self.deliver, batch)
+                self._post(batch)
                 progressed = True
-            if self._stopping and not outbox and not sending:
+            if self._stopping and not outbox and not requests:
                 return
             slept = False
             if progressed:

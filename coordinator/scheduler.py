@@ -45,6 +45,7 @@ class Scheduler:
         self._heap: list[tuple[tuple[int, int, int, int, int], WorkItem]] = []
         self._seq = itertools.count()
         self.known: set[WorkId] = set()
+        self._views: dict[int, RankView] = {}
 
     @staticmethod
     def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
@@ -77,11 +78,18 @@ class Scheduler:
         return heapq.heappop(self._heap)[1] if self._heap else None
 
     def for_rank(self, rank: int, elsewhere: Callable[[WorkItem], bool]) -> RankView:
-        return RankView(self, rank, elsewhere)
+        """The scheduler as `rank` sees it (kept per rank: the dispatch path asks on every turn)."""
+        view = self._views.get(rank)
+        if view is None or view.elsewhere is not elsewhere:
+            view = self._views[rank] = RankView(self, rank, elsewhere)
+        return view
 
     def pop_for(self, rank: int, elsewhere: Callable[[WorkItem], bool], scan: int = 64) -> WorkItem | None:
         """The best item for `rank`: an item that already failed there is passed over (up to
         `scan` of them) while `elsewhere(item)` says another rank could take it."""
+        heap = self._heap
+        if heap and rank not in heap[0][1].avoid:  # the common case: the best item is fine here
+            return heapq.heappop(heap)[1]
         skipped: list[tuple[tuple[int, int, int, int, int], WorkItem]] = []
         found = None
         while self._heap and len(skipped) < scan:
