@@ -22,9 +22,14 @@ BENCHES = {
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, add_help=False)
     p.add_argument("only", nargs="*", help=f"run only these of {', '.join(BENCHES)} (default: all)")
-    args, rest = p.parse_known_args()  # options after the name(s) go to the benchmark itself:
+    argv = sys.argv[1:]
+    names = [a for a in argv[:1] if a in BENCHES]
+    if {"-h", "--help"} & set(argv) and not names:
+        p.print_help()
+        return
+    args, rest = p.parse_known_args(argv)  # options after the name(s) go to the benchmark itself:
     unknown = set(args.only) - set(BENCHES)  # `python -m bench compare --only util --duration 2`
     if unknown:
         p.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
