@@ -9,6 +9,7 @@ import time
 
 BENCHES = {
     "compare": "bench.bench_compare",  # farm vs MPIPoolExecutor vs symfence, utilisation, scale (~10 min)
+    "hotpath": "bench.bench_hotpath",  # CPU cost of the coordinator's own accounting per result (seconds)
     "pipeline": "bench.bench_pipeline",  # results/s and utilisation at depth 1/2/4
     "journal": "bench.bench_journal",  # group commit cost, journal on vs off
     "concolic": "bench.bench_concolic",  # executions/s of the embedded engine
