@@ -213,7 +213,8 @@ COMPARE_HEADERS = ["system", "depth", "results/s", "vs pool", "vs farm d4", "coo
                    *(f"{name} us" for name, _ in PHASES), "p50 ms", "p99 ms", "notes"]
 
 
-def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS) -> tuple[list[list[Any]], dict[str, Any]]:
+def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS,
+            seeds_per_s: int = SEEDS_PER_S) -> tuple[list[list[Any]], dict[str, Any]]:
     rows: list[list[Any]] = []
     raw: dict[str, Any] = {}
     ncols = len(COMPARE_HEADERS)
@@ -236,7 +237,7 @@ def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS) 
     for depth in (1, 4):
         guarded(rows, ["bare msgpack farm", depth], ncols, lambda d=depth: farm(d))
     guarded(rows, ["MPIPoolExecutor", 1], ncols, pool)
-    seeds = max(2_000, int(SEEDS_PER_S * duration))
+    seeds = max(1_000, int(seeds_per_s * duration))
     problem = auto_depth_problem()
 
     def sym(depth: int | str) -> list:
@@ -407,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--util-depths", default=",".join(map(str, UTIL_DEPTHS)), help="depths of the util table")
     p.add_argument("--util-task-ms", default=",".join(f"{t:g}" for t in UTIL_TASK_MS),
                    help="task times (ms) of the util table (default 1,10)")
+    p.add_argument("--seeds-per-s", type=int, default=SEEDS_PER_S,
+                   help=f"compare: seeds per second of --duration (default {SEEDS_PER_S:,}: none runs out)")
     p.add_argument("--results", type=Path, default=None, help="folder for the tables (default bench/results)")
     args = p.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -420,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp_dir:
         tmp = Path(tmp_dir)
         if "compare" in only:
-            rows, raw = compare(tmp, args.duration, ints(args.depths))
+            rows, raw = compare(tmp, args.duration, ints(args.depths), args.seeds_per_s)
             out.append("### results/s and coordinator CPU per result (1 coordinator + 3 workers, task_ms 0)\n\n"
                        + save("compare", COMPARE_HEADERS, rows, {**info, "raw": raw}, args.results))
             print(out[-1] + "\n", flush=True)

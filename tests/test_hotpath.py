@@ -104,7 +104,7 @@ def test_fuzzer_stats_carry_the_accounting(tmp_path):
 def test_bench_compare_smoke(tmp_path):
     """The comparison runs end to end at tiny size: every system gets its row, numbers parse."""
     cmd = [sys.executable, "-m", "bench.bench_compare", "--only", "compare", "--duration", "0.3",
-           "--depths", "4", "--results", str(tmp_path)]
+           "--depths", "4", "--seeds-per-s", "3000", "--results", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = json.loads((tmp_path / "compare.json").read_text())
