@@ -11,6 +11,7 @@ BENCHES = {
     "compare": "bench.bench_compare",  # farm vs MPIPoolExecutor vs symfence, utilisation, scale (~10 min)
     "hotpath": "bench.bench_hotpath",  # CPU cost of the coordinator's own accounting per result (seconds)
     "pipeline": "bench.bench_pipeline",  # results/s and utilisation at depth 1/2/4
+    "auto_depth": "bench.bench_auto_depth",  # dispatch.depth = "auto" vs fixed 1/2/4/8 at 0/1/10 ms tasks
     "journal": "bench.bench_journal",  # group commit cost, journal on vs off
     "concolic": "bench.bench_concolic",  # executions/s of the embedded engine
     "hybrid": "bench.bench_hybrid",  # concolic 1 vs 2 workers vs random mutation

@@ -149,7 +149,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     },
     "dispatch": {
         "depth": (2, _depth),  # or "auto": each rank's depth from its round trip and task time
-        "max_depth": (16, _int(1)),  # the most "auto" picks
+        "max_depth": (8, _int(1)),  # the most "auto" picks (16 measured below 8 for instant tasks)
         "deadline_s": (0.0, _float(0)),  # 0 = no per-dispatch deadline
         "max_attempts": (3, _int(1)),
         "drain_timeout_s": (10.0, _float(0)),

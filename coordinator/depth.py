@@ -49,7 +49,7 @@ from symfence.protocol.ids import Rank
 class DepthTuning:
     """The controller's constants (only `max_depth` is a config key: `dispatch.max_depth`)."""
 
-    max_depth: int = 16
+    max_depth: int = 8
     start_depth: int = 2  # before anything is measured: the fixed default
     margin: float = 1.5  # raise to ceil(margin * needed) ...
     lower_margin: float = 2.5  # ... lower only once ceil(lower_margin * needed) < the depth
