@@ -71,6 +71,7 @@ class GroupRss:
 
     def __init__(self, root: int, period_s: float = 1.0) -> None:
         self.root, self.period_s, self.peak_mb, self.procs = root, period_s, 0.0, 0
+        self.max_fds = 0  # most open descriptors of any one process of the tree (mpiexec's proxy)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -94,6 +95,7 @@ class GroupRss:
                 with open(f"/proc/{pid}/statm") as fh:
                     total += int(fh.read().split()[1]) * page
                 n += 1
+                self.max_fds = max(self.max_fds, len(os.listdir(f"/proc/{pid}/fd")))
             except (OSError, ValueError, IndexError):
                 continue
         if total / 2**20 > self.peak_mb:
@@ -270,7 +272,8 @@ def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS,
 # ---------------------------------------------------------------------------- utilisation
 
 def back_to_back(task_ms: float, seconds: float) -> float:
-    """Tasks/s of the synthetic executor run back to back in this process, polled like a worker."""
+    """Tasks/s of the synthetic executor run back to back in this process: one `wait` per task
+    that sleeps exactly the task's time (the fastest the executor can go, so the strictest 100%)."""
     from symfence.worker.executors.base import Task
     from symfence.worker.executors.synthetic import SyntheticExecutor
 
@@ -280,7 +283,7 @@ def back_to_back(task_ms: float, seconds: float) -> float:
     t0 = time.perf_counter()
     while (elapsed := time.perf_counter() - t0) < seconds or n < 3:
         ex.start(Task("t", f"w{n}", b"\0\0\0\0", "synthetic", 0, options))
-        while ex.wait(0.002) is None:  # the worker's default poll cap (workers.poll_cap_ms)
+        while ex.wait(1.0) is None:
             pass
         n += 1
     return n / elapsed
@@ -352,10 +355,11 @@ def scale(tmp: Path, duration: float, big: bool) -> tuple[list[list[Any]], dict[
             c = Campaign(tmp / f"scale-{workers}-{bool(beside)}", scale_cfg(duration, 2, task_ms, seeds),
                          workers + 1, duration + 900, beside=beside, watch_rss=True, strict=False)
             raw[name] = {**c.stats, "launched": c.launched, "exited": c.exited,
-                         "peak_rss_mb": c.rss.peak_mb if c.rss else None}
+                         "peak_rss_mb": c.rss.peak_mb if c.rss else None, "max_fds": c.rss.max_fds if c.rss else None}
             return [f"{fmt(c.rps)} results/s", f"{fmt(ideal)}/s", f"{100 * c.rps / ideal:.1f}%", fmt(c.start_s, 1),
                     fmt(c.stop_s, 1), fmt(c.rss.peak_mb if c.rss else float("nan")),
-                    f"{c.rss.procs if c.rss else '?'} processes; wall {c.exited - c.launched:.0f} s"
+                    f"{c.rss.procs if c.rss else '?'} processes (at most {c.rss.max_fds if c.rss else '?'} fds"
+                    f" in one, limit {raw['fd_limit']}); wall {c.exited - c.launched:.0f} s"
                     f" for a {duration:g} s campaign; busy share {100 * busy(c, workers):.0f}%; p50"
                     f" {c.f('commit_latency_p50_ms'):,.0f} ms for {task_ms:g} ms tasks{c.exit_note}"]
 
