@@ -381,7 +381,6 @@ class AflSide:
 
     def start(self, journal: Any) -> None:
         corpus = list(journal.iter_corpus())
-        self.importer.restore(journal.counters())
         self.importer.remember(e.origin for e in corpus)
         if self.exporter is not None:
             self.exporter.export(corpus)
@@ -397,6 +396,10 @@ class AflSide:
     def counters(self) -> dict[str, int]:
         """What the journal keeps for the next --resume (with the campaign's counters)."""
         return self.importer.state()
+
+    def restore(self, counters: Mapping[str, int]) -> None:
+        """On --resume, before the campaign's first flush replaces the saved counters."""
+        self.importer.restore(counters)
 
     def due(self, now: float) -> bool:
         if now < self.next_import:

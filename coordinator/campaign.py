@@ -332,6 +332,8 @@ class Coordinator:
         self.afl = AflState.from_counters(self.journal.counters())
         self.targets.restore(self.journal.counters(), (), ())
         self.plan.restore(self.journal.counters())  # per-stage figures count the whole campaign
+        if self.afl_sync is not None:
+            self.afl_sync.restore(self.journal.counters())  # AFL++ sessions (before any flush saves ours)
         blob = self.journal.coverage()
         if blob:
             self.coverage = CoverageMap.from_bytes(blob)

@@ -4,11 +4,16 @@ adapter over the contract command), and AFL++ side by side through a sync direct
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sqlite3
 import subprocess
+import threading
+import time
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -21,10 +26,29 @@ pytestmark = [pytest.mark.mpi, needs_tritondse, needs_cc]
 def native_cfg(targets: list[str], **options) -> dict:
     cfg = tomllib.loads((ROOT / "configs" / "native.toml").read_text())
     cfg["campaign"]["targets"] = targets
-    cfg["campaign"]["duration_s"] = 90
+    cfg["campaign"]["duration_s"] = 300  # a cap: the tests stop on what they wait for
     cfg["native"]["options"].update(oracle="forkserver" if HAVE_AFL else "engine", **options)
     cfg["stats"] = {"interval_s": 0.5}
     return cfg
+
+
+def stop_when(done: Callable[[], bool], cap_s: float):
+    """An on_start hook: Ctrl-C (SIGINT to the job's group; afl-fuzz runs in its own session) once
+    `done()` holds, so a step waits for what it needs, however loaded the machine, and no longer."""
+
+    def watch(proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + cap_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if done():
+                    break
+            except (OSError, ValueError):  # a file being written: look again
+                pass
+            time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+
+    return lambda proc: threading.Thread(target=watch, args=(proc,), daemon=True).start()
 
 
 def replay(binary: Path, data: bytes) -> int:
@@ -35,9 +59,18 @@ def replay(binary: Path, data: bytes) -> int:
         return 999  # still running: a hang
 
 
+def found(out: Path, crashes: int, hangs: int) -> Callable[[], bool]:
+    return lambda: (len(list((out / "crashes").iterdir())) >= crashes
+                    and len(list((out / "hangs").iterdir())) >= hangs)
+
+
 def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     record, tlv = str(built() / "record"), str(built() / "tlv")
-    run = run_campaign(tmp_path, native_cfg([record, tlv]), ranks=3, timeout_s=200)
+    # the search ends by itself ("work exhausted"), or once the three bugs are saved; the
+    # duration is only a cap for a very loaded machine
+    cfg = native_cfg([record, tlv])
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
+                       on_start=stop_when(found(tmp_path / "out", 2, 1), cfg["campaign"]["duration_s"]))
     assert run.code == 0, run.stderr[-3000:]
     assert "VIOLATED" not in run.stdout
     crashes = {p.name.split("target:")[1]: p for p in (run.out / "crashes").iterdir()}
@@ -57,8 +90,9 @@ def test_symcc_engine_through_the_contract_command_under_mpiexec(tmp_path):
     record = str(built() / "record")
     cfg = native_cfg([record], engine="symcc",
                      symcc_command="{python} -m symfence.worker.native.symcc_tritondse {target}",
-                     input="stdin")
-    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=200)
+                     input="stdin", engine_timeout_s=120.0)  # each run starts Python and TritonDSE
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
+                       on_start=stop_when(found(tmp_path / "out", 1, 1), cfg["campaign"]["duration_s"]))
     assert run.code == 0, run.stderr[-3000:]
     crashes = list((run.out / "crashes").iterdir())
     assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
@@ -90,7 +124,8 @@ def their_entries(queue: Path) -> dict[int, tuple[str, bytes]]:
 
 
 def events(out: Path, name: str) -> list[dict]:
-    lines = (out / "logs" / "coordinator.jsonl").read_text().splitlines()
+    path = out / "logs" / "coordinator.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
     return [e for e in map(json.loads, lines) if e.get("event") == name]
 
 
@@ -102,32 +137,35 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
     AFL++ keeps finding entries until it is stopped, after symfence's last poll: a --resume
     imports those, and only those. Launched again, afl-fuzz resumes its queue (renumbered: a new
     session) and nothing is imported twice. AFL_DISABLE_TRIM keeps AFL++'s files as first written,
-    so the bytes imported can be compared with the files (the trimming race is tests/test_aflsync.py's)."""
+    so the bytes imported can be compared with the files (the trimming race is tests/test_aflsync.py's).
+    Each step runs until what it needs has happened (Ctrl-C), not for a fixed time."""
     record = str(built() / "record")
     sync = tmp_path / "sync"
+    out = tmp_path / "out"
+    ours, theirs = sync / "symfence" / "queue", sync / "symfence-afl-0" / "queue"
     env = {"AFL_DISABLE_TRIM": "1"}
     cfg = native_cfg([record])
-    cfg["campaign"]["duration_s"] = 8
     cfg["afl"] = {"sync_dir": str(sync), "launch": 0, "import_interval_s": 0.5}
-    first = run_campaign(tmp_path, cfg, ranks=2, timeout_s=120, env=env)
-    assert first.code == 0, first.stderr[-3000:]
-    out = first.out
-    ours, theirs = sync / "symfence" / "queue", sync / "symfence-afl-0" / "queue"
-    exported = afl_ids(ours)
-    assert exported == list(range(len(exported))) and len(exported) >= 3  # contiguous ids
-    assert not list((sync / "symfence" / ".tmp").iterdir())
-    assert sync_origins(out) == []
 
-    def resume(duration_s: float, launch: int):
+    def run(duration_s: float, launch: int, until: Callable[[], bool] | None = None, resume: bool = True):
         cfg["campaign"]["duration_s"] = duration_s
         cfg["afl"]["launch"] = launch
-        run = run_campaign(tmp_path, cfg, ranks=2, timeout_s=150, extra_args=["--resume"], out=out, env=env)
-        assert run.code == 0, run.stderr[-3000:]
+        done = run_campaign(tmp_path, cfg, ranks=2, timeout_s=duration_s + 150, out=out, env=env,
+                            extra_args=["--resume"] if resume else [],
+                            on_start=stop_when(until, duration_s) if until else None)
+        assert done.code == 0, done.stderr[-3000:]
         origins = [o for o, _ in sync_origins(out)]
         assert len(set(origins)) == len(origins)  # no entry imported twice
         return dict(sync_origins(out))
 
-    second = resume(15, 1)
+    assert run(60, 0, lambda: len(afl_ids(ours)) >= 3, resume=False) == {}
+    exported = afl_ids(ours)
+    assert exported == list(range(len(exported))) and len(exported) >= 3  # contiguous ids
+    assert not list((sync / "symfence" / ".tmp").iterdir())
+
+    # AFL++ imports our entries and finds its own; stop once one of those is ours
+    second = run(90, 1, lambda: any(",sync:symfence," in p.name for p in theirs.iterdir())
+                 and any("op:sync_symfence-afl-0_" in p.name for p in (out / "queue").iterdir()))
     # AFL++ ran our entries and kept the ones interesting to it as id:...,sync:symfence,...
     assert [p for p in theirs.iterdir() if ",sync:symfence," in p.name]
     entries2 = their_entries(theirs)
@@ -142,23 +180,26 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
             and data not in corpus_data(out)}
     assert not tail or min(tail) > max(int(o[-6:]) for o in second)  # contiguous cursor: nothing skipped
 
-    third = resume(3, 0)  # AFL++ is not running: a cursor that survives --resume
+    third = run(5, 0)  # AFL++ is not running: a cursor that survives --resume
     assert set(second) <= set(third)
     assert {int(o[-6:]) for o in set(third) - set(second)} == tail
     assert all(data in corpus_data(out) for _, data in entries2.values())  # all AFL++ had, imported
 
-    fourth = resume(6, 1)  # afl-fuzz again on its own directory: AFL_AUTORESUME renumbers its queue
+    # afl-fuzz again on its own directory: AFL_AUTORESUME renumbers its queue (a new session);
+    # stop once it has re-added all of it (its _resume/ directory is gone)
+    count2 = len(list(theirs.iterdir()))
+    fourth = run(60, 1, lambda: bool(events(out, "afl.session_changed")) and not (theirs.parent / "_resume").exists()
+                 and len(list(theirs.iterdir())) >= count2)
     log = (out / "logs" / "afl-fuzz-0.log").read_text(errors="replace")
     assert "Resuming" in log, log[-2000:]
     assert [e["instance"] for e in events(out, "afl.session_changed")] == ["symfence-afl-0"]
     entries4 = their_entries(theirs)
-    kept = {data for _, data in entries4.values()}
-    assert {data for _, data in entries2.values()} <= kept | corpus_data(out)  # AFL++ kept its queue
+    assert {data for _, data in entries2.values()} <= {data for _, data in entries4.values()}  # kept
     assert set(third) <= set(fourth)
     for origin in set(fourth) - set(third):  # only new finds, from the new session
         assert origin.startswith("sync:symfence-afl-0@1:") and fourth[origin] == entries4[int(origin[-6:])][1]
 
-    fifth = resume(3, 0)  # the session is remembered even if it imported nothing new so far
+    fifth = run(5, 0)  # the session is remembered even if it imported nothing new so far
     assert set(fourth) <= set(fifth)
     assert all(o.startswith("sync:symfence-afl-0@1:") for o in set(fifth) - set(fourth))
     assert all(data in corpus_data(out) for _, data in their_entries(theirs).values())
