@@ -21,15 +21,26 @@ def local_ranks(environ: dict[str, str] | None = None) -> int | None:
     return None
 
 
-def spins_for_host(ranks: int | None = None, cores: int | None = None) -> int:
-    """Yields to spin before sleeping: SPINS when this host's ranks fit its cores, else 0.
-
-    When ranks outnumber cores, a rank that spins (sched_yield) stays runnable and takes turns
-    from ranks with a task running; sleeping at once leaves the cores to them."""
+def ranks_per_core(ranks: int | None = None, cores: int | None = None) -> float:
+    """This host's ranks per core (1.0 when the launcher does not say)."""
     ranks = local_ranks() if ranks is None else ranks
     cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) \
         if cores is None else cores
-    return SPINS if ranks is None or ranks <= cores else 0
+    return 1.0 if ranks is None else ranks / max(1, cores)
+
+
+def crowded(ranks: int | None = None, cores: int | None = None) -> bool:
+    """More than two ranks per core (e.g. 64 ranks on 2 cores): every wake-up of an idle or
+    waiting rank takes a turn from a rank with work, so ranks spin never and sleep longer."""
+    return ranks_per_core(ranks, cores) > 2.0
+
+
+def spins_for_host(ranks: int | None = None, cores: int | None = None) -> int:
+    """Yields to spin before sleeping: SPINS, or 0 on a crowded host (`crowded`).
+
+    A rank that spins (sched_yield) stays runnable and takes turns from ranks with a task
+    running; sleeping at once leaves the cores to them."""
+    return 0 if crowded(ranks, cores) else SPINS
 
 
 class Backoff:

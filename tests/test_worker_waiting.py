@@ -13,7 +13,7 @@ from symfence.protocol.messages import Status
 
 
 def test_spinning_only_when_every_rank_has_a_core():
-    assert spins_for_host(ranks=2, cores=2) == SPINS
+    assert spins_for_host(ranks=2, cores=2) == spins_for_host(ranks=4, cores=2) == SPINS
     assert spins_for_host(ranks=65, cores=2) == 0
     assert spins_for_host(ranks=None, cores=2) == SPINS  # not launched by a known launcher
     assert local_ranks({"MPI_LOCALNRANKS": "64"}) == 64  # MPICH (Hydra)
@@ -92,10 +92,31 @@ def test_a_worker_with_a_task_running_blocks_on_it_and_polls_mpi_once_per_wait(m
     monkeypatch.setenv("MPI_LOCALNRANKS", "4096")  # more ranks than any test machine has cores
     w = worker_loop.Worker(world, FakeEndpoint([]), lambda path, rank: None)
     assert w.run() == 0
-    assert w.backoff.spins == 0 and w.backoff.cap_s == 0.01
+    # A crowded host: no spinning, idle sleeps up to the crowded cap.
+    assert w.backoff.spins == 0 and w.backoff.cap_s == worker_loop.CROWDED_IDLE_CAP_S
     # Every wait on the running task blocks for the longer running wait, not the poll cap.
-    assert executor.timeouts[1:] and all(t == worker_loop.RUNNING_WAIT_S for t in executor.timeouts[1:])
+    assert executor.timeouts[1:] and all(t == worker_loop.CROWDED_RUNNING_WAIT_S for t in executor.timeouts[1:])
     # One look at MPI per wait (plus set-up, the task's start and the answer): no tight polling.
     assert world.polls <= len(executor.timeouts) + 6
     kinds = [tag for _, tag, _ in world.sent]
     assert kinds.count(Tag.RESULT) == 1
+
+
+def test_an_uncrowded_worker_waits_on_its_task_for_the_running_wait(monkeypatch, tmp_path):
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    setup = Control(ControlKind.SETUP, info={
+        "rank": 1, "heartbeat_s": 1000.0, "poll_cap_ms": 10.0, "log_path": str(tmp_path / "w.jsonl"),
+        "faults": {}, "max_message_bytes": 1 << 20, "world_size": 2})
+    data = b"y"
+    work = Work(TokenMinter(os.urandom(32)).mint(1), "b" * 64, data, sha256_hex(data), "slow", "t")
+    world = FakeEndpoint([(0, Tag.CONTROL, encode(setup)), (0, Tag.WORK, encode(work))])
+
+    def stop():
+        world.later = (world.polls + 2, (0, Tag.CONTROL, encode(Control(ControlKind.STOP))))
+
+    executor = SlowExecutor(waits=3, on_done=stop)
+    monkeypatch.setattr(worker_loop, "make_executor", lambda name: executor)
+    w = worker_loop.Worker(world, FakeEndpoint([]), lambda path, rank: None)
+    assert w.run() == 0
+    assert w.backoff.spins == SPINS and w.backoff.cap_s == 0.01
+    assert all(t == worker_loop.RUNNING_WAIT_S for t in executor.timeouts[1:])

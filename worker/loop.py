@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import structlog
 
-from symfence.protocol.backoff import Backoff, spins_for_host
+from symfence.protocol.backoff import Backoff, crowded, spins_for_host
 from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work, encode
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
@@ -34,8 +34,12 @@ from symfence.worker.sender import ResultSender
 log = structlog.get_logger()
 COORDINATOR = 0
 # How long a worker with a task running blocks on it before looking at MPI again: the most a
-# CANCEL or STOP of that task waits to be seen (a fault-injection run keeps the poll cap).
+# CANCEL or STOP of that task waits to be seen (a fault-injection run keeps the poll cap). On a
+# crowded host (more than 2 ranks per core) waits are longer: 256 ranks waking every 20 ms are
+# 12,800 wake-ups a second, most of a core taken from the ranks with work.
 RUNNING_WAIT_S = 0.02
+CROWDED_RUNNING_WAIT_S = 0.2
+CROWDED_IDLE_CAP_S = 0.1  # an idle worker's longest sleep there (workers.poll_cap_ms if longer)
 
 
 class Worker:
@@ -72,11 +76,13 @@ class Worker:
             return 0
         self.configure_log(setup["log_path"], self.rank)
         self.heartbeat_s = float(setup["heartbeat_s"])
-        self.backoff = Backoff(cap_s=float(setup["poll_cap_ms"]) / 1000, spins=spins_for_host())
+        cap_s = float(setup["poll_cap_ms"]) / 1000
+        busy = crowded()
+        self.backoff = Backoff(cap_s=max(cap_s, CROWDED_IDLE_CAP_S) if busy else cap_s, spins=spins_for_host())
         if setup.get("faults"):
             self.faults = FaultInjector(setup["faults"], self.world, self.peers,
                                         int(setup["world_size"]), int(setup["max_message_bytes"]))
-        self.running_wait_s = self.backoff.cap_s if self.faults else max(self.backoff.cap_s, RUNNING_WAIT_S)
+        self.running_wait_s = cap_s if self.faults else max(cap_s, CROWDED_RUNNING_WAIT_S if busy else RUNNING_WAIT_S)
         log.info("worker.started", faults=bool(self.faults))
         try:
             self._serve()
