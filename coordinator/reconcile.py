@@ -51,6 +51,17 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _read_at(dir_fd: int, name: str) -> bytes:
+    fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _file_id(name: str) -> int | None:
     m = _ID.match(name)
     return int(m.group(1)) if m else None
@@ -88,23 +99,37 @@ class Reconciler:
     # ------------------------------------------------------------------ queue/
 
     def queue(self) -> list[CorpusEntry]:
-        durable = {e.queue_id: e for e in self.journal.iter_corpus()}
+        # A resume reads every queue file: by name (str sort, scandir's file type) and with a
+        # directory fd, as a 100,000-entry queue/ costs seconds through pathlib.
+        durable = {e.queue_id: e.sha256 for e in self.journal.iter_corpus()}
         beyond: list[tuple[int, Path]] = []
         matched: set[int] = set()
-        for path in sorted(self.out.queue.iterdir()):
-            if path.name.startswith(".") or not path.is_file():
-                continue
-            qid = _file_id(path.name)
-            if qid is None:
-                self._move_aside(path, "not a queue entry name")
-            elif qid in durable:
-                if qid not in matched and _sha(path.read_bytes()) == durable[qid].sha256:
-                    matched.add(qid)
-                    self.report.kept += 1
+        with os.scandir(self.out.queue) as it:
+            names = sorted(e.name for e in it if not e.name.startswith(".") and e.is_file())
+        dir_fd = os.open(self.out.queue, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for name in names:
+                path = self.out.queue / name
+                qid = _file_id(name)
+                if qid is None:
+                    self._move_aside(path, "not a queue entry name")
+                elif qid in durable:
+                    if qid not in matched and _sha(_read_at(dir_fd, name)) == durable[qid]:
+                        matched.add(qid)
+                        self.report.kept += 1
+                    else:
+                        self._move_aside(path, "its content differs from the journal's entry")
                 else:
-                    self._move_aside(path, "its content differs from the journal's entry")
-            else:
-                beyond.append((qid, path))
+                    beyond.append((qid, path))
+        finally:
+            os.close(dir_fd)
+        return self._queue_beyond(beyond)
+
+    def _queue_beyond(self, beyond: list[tuple[int, Path]]) -> list[CorpusEntry]:
+        """Files with ids beyond the journal: re-admitted when valid, else moved aside."""
+        if not beyond:
+            return []
+        durable = {e.queue_id: e for e in self.journal.iter_corpus()}
         # Two files with one id beyond the journal: the first (by name) is a candidate.
         by_id: dict[int, Path] = {}
         for qid, path in sorted(beyond):
