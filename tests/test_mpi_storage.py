@@ -317,15 +317,17 @@ def test_a_paused_coordinator_drains_heartbeats_before_judging_its_workers(tmp_p
 
 
 def test_restarts_do_not_use_up_attempts_and_failed_work_can_be_retried(tmp_path):
-    # Every item's first attempt blocks its worker 0.5 s, past the 0.25 s deadline: one charged
-    # expiry each, then attempt 2 succeeds (max_attempts 2). A retry is not sent to a worker
-    # still stuck in a revoked attempt (it would queue there and expire too, charged). The
-    # coordinator is killed three times right after the flush that made the first two leases
-    # durable, so the same items' leases are voided each time; voided leases must not count,
-    # or those items would fail.
-    seeds = 12
-    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 1.0, "first_attempt_ms": 500},
-                        dispatch={"deadline_s": 0.25, "max_attempts": 2, "depth": 1})
+    # Every item's first attempt blocks its worker 1.5 s, past the 0.75 s deadline: one charged
+    # expiry each, then attempt 2 (1 ms) succeeds (max_attempts 2). A retry is not sent to a
+    # worker still stuck in a revoked attempt (it would queue there and expire too, charged).
+    # The coordinator is killed three times right after the flush that made the first two
+    # leases durable, so the same items' leases are voided each time; voided leases must not
+    # count, or those items would fail. Margins of 0.75 s both ways (the stuck attempt expires
+    # first; a retry, the first task of a freshly started worker, answers in time) keep this
+    # exact on a heavily loaded machine (0.25 s was exceeded at a load average near 200).
+    seeds = 4
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 1.0, "first_attempt_ms": 1500},
+                        dispatch={"deadline_s": 0.75, "max_attempts": 2, "depth": 1})
     out = tmp_path / "out"
     kills = 0
     for i in range(3):  # flush 1 is the seeds' (or the resumed state's), flush 2 the leases'
@@ -346,18 +348,20 @@ def test_restarts_do_not_use_up_attempts_and_failed_work_can_be_retried(tmp_path
     # their deadline (they are then requeued, charged, before it): at least one kill voided both.
     assert int(s["voided"]) >= 2 and "VIOLATED" not in final.stdout
 
-    # max_attempts 1: every item fails at its first expiry; --retry-failed runs them again.
+    # max_attempts 1: every item fails at its first expiry (stuck 1 s, deadline 0.25 s: only the
+    # expiry has to be in time); --retry-failed runs them again.
     out2 = tmp_path / "out2"
-    strict = {**cfg, "dispatch": {**cfg["dispatch"], "max_attempts": 1}, "synthetic": {**cfg["synthetic"], "seeds": 3}}
+    strict = synthetic_cfg(synthetic={"seeds": 2, "task_ms": 1.0, "first_attempt_ms": 1000},
+                           dispatch={"deadline_s": 0.25, "max_attempts": 1, "depth": 1})
     run = run_campaign(tmp_path, strict, ranks=3, out=out2)
     journal = Journal.read_only(out2 / "journal.sqlite")
-    assert journal.snapshot().failed == 3
+    assert journal.snapshot().failed == 2
     journal.close()
     patient = {**strict, "dispatch": {**strict["dispatch"], "deadline_s": 0.0}}
     run = run_campaign(tmp_path, patient, ranks=3, out=out2, extra_args=["--resume", "--retry-failed"])
     assert run.code == 0, run.stderr[-3000:]
     journal = Journal.read_only(out2 / "journal.sqlite")
-    assert (journal.snapshot().failed, journal.snapshot().done) == (0, 3)
+    assert (journal.snapshot().failed, journal.snapshot().done) == (0, 2)
     journal.close()
 
 
