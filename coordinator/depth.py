@@ -72,7 +72,7 @@ class DepthTuning:
             raise ValueError("every >= 2, starved_after >= 1, lower_after >= 1")
 
 
-@dataclass
+@dataclass(slots=True)
 class RankDepth:
     """What is known about one rank (all times in seconds)."""
 
@@ -82,7 +82,7 @@ class RankDepth:
     overhead_s: float = 0.0  # the worker's time between two queued tasks
     round_trip_s: float | None = None
     last_result: float | None = None
-    results: int = 0
+    results: int = 0  # counted during the warm-up only
     # the current period
     period_start: float | None = None
     n: int = 0
@@ -103,6 +103,7 @@ class DepthController:
     def __init__(self, tuning: DepthTuning | None = None) -> None:
         self.tuning = tuning or DepthTuning()
         self._start = min(self.tuning.start_depth, self.tuning.max_depth)
+        self._warmup, self._every = self.tuning.warmup, self.tuning.every  # read per result
         self.ranks: dict[Rank, RankDepth] = {}
 
     def depth(self, rank: Rank) -> int:
@@ -125,22 +126,24 @@ class DepthController:
     def observe(self, rank: Rank, sent_at: float, now: float, wall_s: float) -> int | None:
         """One committed result of `rank`: its WORK was sent at `sent_at`, the result is handled
         at `now` (same clock), the task took `wall_s`. Returns the rank's new depth if it changed."""
-        r = self._rank(rank)
+        r = self.ranks.get(rank) or self._rank(rank)
         last, r.last_result = r.last_result, now
-        r.results += 1
-        if r.results <= self.tuning.warmup or r.period_start is None:
+        if r.period_start is None or r.results < self._warmup:
+            r.results += 1
             r.period_start = now
             r.ran_short = False
             return None
-        wall_s = max(wall_s, 0.0)
+        if wall_s < 0.0:
+            wall_s = 0.0
         r.n += 1
         r.wall_sum += wall_s
-        trip = max(now - wall_s - sent_at, 0.0)
+        beyond = now - wall_s
+        trip = beyond - sent_at if beyond > sent_at else 0.0
         if last is not None and sent_at < last:
-            r.gaps.append((now - wall_s - last, trip))  # pipelined: queued, unless the gap is long
+            r.gaps.append((beyond - last, trip))  # pipelined: queued, unless the gap is long
         else:
             r.waits.append(trip)  # sent after the previous result: the worker was idle
-        if r.n >= self.tuning.every:
+        if r.n >= self._every:
             return self._end_period(r, now)
         return None
 
