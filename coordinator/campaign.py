@@ -1,6 +1,7 @@
 """The coordinator: dispatch, fence every result, commit or quarantine, stop cleanly.
 
-All state lives on the event loop thread; the MPI pump thread only moves bytes. A reader
+All state lives on the event loop thread; the MPI pump thread only moves bytes, and the journal
+writer thread (writer.py) only writes batches the loop prepared, then queue/ files. A reader
 looking for the fence finds it in `_on_result` (it calls `protocol.fence.classify` before
 anything else); the commit path is `_commit`, the quarantine path `_quarantine`.
 """

@@ -395,7 +395,8 @@ class _Row:
 
 
 class Journal:
-    """The coordinator's durable state. Single-threaded: only the event loop thread touches it.
+    """The coordinator's durable state. Only the event loop thread mutates it; one other thread
+    may `write` a batch the loop `prepare`d (the coordinator's writer thread, writer.py).
 
     `batch_ops` counts buffered records: work-state changes, new entries and findings, snapshots.
     """
