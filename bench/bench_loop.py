@@ -1,0 +1,120 @@
+"""The coordinator loop thread's CPU per result, without MPI: the real Coordinator, a fake pump.
+
+Feeds the real `Coordinator` (journal on, flushed every 50 ms as the ticker does) one encoded
+RESULT per batch through `_on_batch`, as the pump hands them over at depth 4 with no-op tasks;
+each result answers a WORK the coordinator sent, carrying the synthetic executor's 2-edge trace.
+Only the coordinator's calls are timed, in CPU seconds (`time.process_time`), so the fake
+workers' encoding is not counted and a loaded machine inflates the figure less than wall time.
+`--profile` prints a cProfile (thread CPU clock) of the same calls. Used for docs/design.md,
+"Performance": `python -m bench.bench_loop --results 10000`, best of `--repeat` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+from symfence.coordinator import log as logsetup
+from symfence.coordinator.campaign import Coordinator
+from symfence.coordinator.config import parse
+from symfence.coordinator.journal import Journal
+from symfence.coordinator.outputs import OutputDir
+from symfence.coordinator.pump import Inbound
+from symfence.protocol.codec import decode_work
+from symfence.protocol.coverage import pack_trace
+from symfence.protocol.messages import Cost, Result, Status, Tag
+from symfence.worker.executors.synthetic import _fake_trace
+from symfence.worker.sender import ResultSender
+
+
+class _Comm:
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
+        return 4  # 1 coordinator + 3 workers
+
+
+class _Pump:
+    """Collects what the coordinator sends; the counters `fuzzer_stats` reads."""
+
+    frames_in = frames_out = bytes_in = dropped_to_dead = 0
+    oversized_frames = oversized_bytes = side_frames_dropped = 0
+    error = None
+
+    def __init__(self) -> None:
+        self.out: list[tuple[int, int, bytes]] = []
+
+    def send(self, dest: int, tag: int, frame: bytes) -> None:
+        self.out.append((dest, tag, frame))
+
+
+async def _run(n: int, out: Path, profile: cProfile.Profile | None) -> float:
+    cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0},
+                 "dispatch": {"depth": 4}, "synthetic": {"seeds": n + 1000, "task_ms": 0}})
+    od = OutputDir(out)
+    handle = logsetup.configure(od.logs / "coordinator.jsonl", verbose=False, rank=0)
+    journal = Journal.open(od.root / "journal.sqlite", resume=False, batch_ops=cfg["journal.batch_ops"],
+                           batch_ms=cfg["journal.batch_ms"], synchronous=cfg["journal.synchronous"])
+    c = Coordinator(cfg, _Comm(), od, journal)
+    journal.begin_run(c.minter.epoch.hex())
+    c.pump = _Pump()
+    for r in c.workers:
+        c.alive.add(r)
+        c.last_seen[r] = c.clock()
+    c._seed()
+    c.dispatching = True
+    c._t0 = c.clock()
+    senders = {r: ResultSender(lambda f: None) for r in c.workers}
+    c._fill()
+    done, busy, last_flush = 0, 0.0, time.monotonic()
+    while done < n and c.dispatching:
+        sends, c.pump.out = c.pump.out, []
+        batch = []
+        for dest, tag, frame in sends:
+            if tag == Tag.WORK:
+                w = decode_work(frame)
+                r = Result(w.token, w.work_id, Status.OK, cost=Cost(0.0001, 0.0001, 0.0, 1),
+                           cov_version=w.cov_version, trace=pack_trace(_fake_trace(w.data)))
+                batch.append(Inbound(dest, Tag.RESULT, senders[dest].seal(w.token, r)))
+        t = time.process_time()
+        if profile:
+            profile.enable()
+        for m in batch:
+            c._on_batch([m])
+            while c.peers.pending():
+                c._turn()
+        if time.monotonic() - last_flush > 0.05 and c.journal.needs_flush():
+            c._flush()
+            last_flush = time.monotonic()
+        if profile:
+            profile.disable()
+        busy += time.process_time() - t
+        done += len(batch)
+    journal.close()
+    handle.close()
+    return busy / max(done, 1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--results", type=int, default=10_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--profile", action="store_true")
+    args = p.parse_args(argv)
+    best = float("inf")
+    for _ in range(args.repeat):
+        prof = cProfile.Profile(time.thread_time) if args.profile else None
+        with tempfile.TemporaryDirectory() as tmp:
+            per = asyncio.run(_run(args.results, Path(tmp) / "out", prof))
+        print(f"loop thread CPU per result: {per * 1e6:.1f} us")
+        best = min(best, per)
+        if prof:
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+    print(f"best of {args.repeat}: {best * 1e6:.1f} us per result ({args.results} results)")
+
+
+if __name__ == "__main__":
+    main()
