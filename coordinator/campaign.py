@@ -33,6 +33,7 @@ from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.confirm import Claim, Confirmations
 from symfence.coordinator.depth import DepthController, DepthTuning
 from symfence.coordinator.hotpath import HotPath
+from symfence.coordinator.hotpath import SAMPLE
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation, SlotRelease
@@ -554,7 +555,8 @@ class Coordinator:
         full fill catches capacity that time gives back (the end of a suspension)."""
         if not self.dispatching and not self.confirming:
             return
-        t0 = _ns()
+        self.hotpath.fills += 1
+        t0 = 0 if self.hotpath.fills % SAMPLE else _ns()  # one fill in SAMPLE is timed (hotpath.py)
         maybe_free, alive, claims = self._maybe_free, self.alive, self.claims.queue
         for rank in self.workers if ranks is None else sorted(ranks):
             # Revoked dispatches the worker may still hold take slots too (inflight.py, held slots).
@@ -578,7 +580,8 @@ class Coordinator:
                 maybe_free.add(rank)
             else:
                 maybe_free.discard(rank)
-        self.hotpath.dispatch_ns += _ns() - t0
+        if t0:
+            self.hotpath.dispatch_ns += _ns() - t0
 
     def _elsewhere_of(self, rank: Rank) -> Callable[[WorkItem], bool]:
         """`_elsewhere` for one rank, made once per rank (the fill asks for it on every turn)."""
@@ -717,17 +720,20 @@ class Coordinator:
 
     def _on_result(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         self.stats.results_received += 1
-        t0 = _ns()
+        timed = not self.stats.results_received % SAMPLE  # one result in SAMPLE is timed (hotpath.py)
+        t0 = _ns() if timed else 0
         if oversized and not self.inflight.banned(source):  # drained at the probe, never received
             verdict = Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} > {self.limits.max_message_bytes}"
                                                        " bytes (drained unread)")
         else:
             verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
-        t1 = _ns()
-        self.hotpath.decode_ns += t1 - t0
+        if timed:
+            t1 = _ns()
+            self.hotpath.decode_ns += t1 - t0
         if verdict.reason is Reason.CURRENT:
             self._commit(source, verdict.result)  # ... commit ...
-            self.hotpath.commit_ns += _ns() - t1
+            if timed:
+                self.hotpath.commit_ns += _ns() - t1
         else:
             self._quarantine(source, verdict, max(len(frame), oversized))  # ... or quarantine
             if verdict.token is not None and self.inflight.release(verdict.token, source, SlotRelease.RESULT):

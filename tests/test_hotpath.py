@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from symfence.coordinator.hotpath import N_BUCKETS, HotPath, LogHistogram, Phase
+from symfence.coordinator.hotpath import N_BUCKETS, SAMPLE, HotPath, LogHistogram, Phase
 from tests.mpi_helpers import ROOT, run_campaign, synthetic_cfg
 
 
@@ -55,13 +55,15 @@ def test_accounting_counts_from_the_first_dispatch():
     hp.decode_ns = 5_000_000  # before dispatching: start-up, zeroed by begin()
     hp.mark("hellos")
     before = hp.items(committed=0)
-    assert before["first_dispatch_time"] == 0 and before["coord_decode_s"] == 0.005
+    assert before["first_dispatch_time"] == 0 and before["coord_decode_s"] == 0.005 * SAMPLE
     hp.begin(committed=10)
-    hp.decode_ns, hp.commit_ns, hp.dispatch_ns = 1_000_000, 2_000_000, 3_000_000
+    hp.decode_ns, hp.commit_ns, hp.dispatch_ns = 1_000_000, 2_000_000, 3_000_000  # of 1 in SAMPLE timed
+    hp.ticker_ns = 4_000_000  # not sampled
     rows = hp.items(committed=110)  # 100 results this run
-    assert rows["coord_decode_us_per_result"] == 10.0
-    assert rows["coord_commit_us_per_result"] == 20.0
-    assert rows["coord_dispatch_us_per_result"] == 30.0
+    assert rows["coord_decode_us_per_result"] == 10.0 * SAMPLE
+    assert rows["coord_commit_us_per_result"] == 20.0 * SAMPLE
+    assert rows["coord_dispatch_us_per_result"] == 30.0 * SAMPLE
+    assert rows["coord_ticker_us_per_result"] == 40.0
     assert rows["first_dispatch_time"] > 0 and rows["first_dispatch_s"] >= rows["startup_hellos_s"] >= 0
     hp.stopping(committed=60)  # 50 results in the window; the 50 committed after the stop (drain) are not in it
     hp.stopping(committed=100)  # only the first request counts
