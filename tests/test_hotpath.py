@@ -92,9 +92,10 @@ def test_fuzzer_stats_carry_the_accounting(tmp_path):
     assert int(s["commit_latency_count"]) == 300  # one latency per committed result
     assert 0 < float(s["commit_latency_p50_ms"]) <= float(s["commit_latency_p99_ms"]) \
         <= float(s["commit_latency_max_ms"]) * 1.1
-    for k in ("coord_loop_cpu_s", "coord_pump_cpu_s", "coord_writer_cpu_s", "coord_decode_s", "coord_commit_s",
-              "coord_dispatch_s"):
-        assert float(s[k]) > 0, k  # each phase and thread was seen working
+    # Each phase and the pump were seen working (the journal writer may have had nothing to do
+    # between the first dispatch and the end in so short a run: the last flush is rank 0's own).
+    for k in ("coord_loop_cpu_s", "coord_pump_cpu_s", "coord_decode_s", "coord_commit_s", "coord_dispatch_s"):
+        assert float(s[k]) > 0, k
     started = float(s["process_start_time"])
     assert started <= float(s["first_dispatch_time"]) <= float(s["stop_requested_time"])
     assert float(s["startup_hellos_s"]) <= float(s["startup_seeded_s"]) <= float(s["first_dispatch_s"])
