@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import symfence
-from symfence.coordinator import interrupt
+from symfence.coordinator import failpoints, interrupt
 
 # Worker ranks import only what they run: the config and preflight modules (and what they
 # pull in) are imported by the functions of rank 0 and the `symfence` command that use them.
@@ -112,6 +112,7 @@ def mpi_main(argv: list[str] | None = None) -> int:
         try:
             return _coordinator_rank(args, comm, peers)
         except Exception as exc:  # noqa: BLE001 - any rank-0 error must end the whole job
+            interrupt.install()  # the loop's handlers may be gone: a Ctrl-C must not interrupt this
             import structlog
 
             from symfence.coordinator.failure import rank0_failed
@@ -200,6 +201,9 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     coordinator = Coordinator(cfg, comm, out, journal, status=status, peers_comm=peers)
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
+    # The loop's handlers are gone: a Ctrl-C now (the job is closing, e.g. in MPI_Finalize or
+    # writing owed queue files) must not raise KeyboardInterrupt there; the run already stopped.
+    interrupt.install()
     try:
         journal.close()
     except JournalError as exc:  # the final flush failed: what is durable stays
@@ -213,15 +217,13 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
         report(coordinator.failure)
     if coordinator.unstopped:
         structlog.get_logger().warning("campaign.abort_hung", ranks=coordinator.unstopped, exit_code=code)
-    try:
-        handle.close()
-    except OSError:
-        pass  # the log's own failed write was reported above
+    logsetup.close(handle)  # a failed final write of the log was reported above
     if coordinator.unstopped:  # a hung worker: MPI_Finalize would hang and mpiexec's code vary
         code = _write_owed_files(coordinator, code)
         sys.stdout.flush()
         sys.stderr.flush()
         comm.Abort(code or 1)
+    failpoints.hit("finalize")
     _finalize_with_watchdog()
     return _write_owed_files(coordinator, code)
 
@@ -261,7 +263,7 @@ def _worker_rank(comm, peers) -> int:
 
     code = Worker(Endpoint(comm), Endpoint(peers), configure).run()
     for h in handles:
-        h.close()
+        logsetup.close(h)  # a full disk loses the worker's last lines, never its exit code
     _finalize_with_watchdog()
     return code
 

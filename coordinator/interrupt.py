@@ -5,6 +5,9 @@ SIGTERM only set a flag: a KeyboardInterrupt in the middle of ``MPI_Init``, an i
 journal's recovery would print a traceback and leave the other ranks waiting. Rank 0 and
 ``symfence run`` call ``check()`` at the points where stopping is safe; it raises
 ``Interrupted``, which they turn into one line and exit status 130.
+
+Rank 0 installs the flag again once the campaign loop has returned: the run has stopped, and a
+Ctrl-C while the job closes (journal, summary, ``MPI_Finalize``, owed queue files) changes nothing.
 """
 
 from __future__ import annotations

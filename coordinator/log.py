@@ -65,6 +65,17 @@ class _Tee:
         raise structlog.DropEvent
 
 
+def close(handle: TextIO) -> None:
+    """Close a log file opened by `configure`; a failed final write (a full disk) is recorded as
+    the file's first error, never raised: the campaign already reports storage failures."""
+    global _file_error
+    try:
+        handle.close()
+    except OSError as exc:
+        if _file_error is None:
+            _file_error = exc
+
+
 def _unix_ts(logger: Any, name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     event_dict["ts"] = round(time.time(), 6)
     return event_dict

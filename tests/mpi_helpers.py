@@ -61,6 +61,10 @@ class Run:
     stderr: str
     out: Path
 
+    def explain(self, chars: int = 3000) -> str:
+        """Both tails: mpiexec reports a rank killed by a signal on stdout, the ranks log on stderr."""
+        return f"exit {self.code}\nstdout:\n{self.stdout[-chars:]}\nstderr:\n{self.stderr[-chars:]}"
+
     def stats(self) -> dict[str, str]:
         from symfence.coordinator.stats import read_stats
 

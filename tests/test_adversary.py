@@ -68,7 +68,7 @@ def _honest_rate(s: dict) -> float:
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
     run, _ = _launch(tmp_path_factory.mktemp("baseline"), _cfg(), honest=2, adversary=False)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     return run
 
 

@@ -77,7 +77,7 @@ def test_fuzzer_stats_carry_the_accounting(tmp_path):
     cfg = synthetic_cfg(campaign={"duration_s": 0}, synthetic={"seeds": 300, "task_ms": 0.0},
                         dispatch={"depth": 4})
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=120)
-    assert run.code == 0, run.stderr[-2000:]
+    assert run.code == 0, run.explain()
     s = run.stats()
     assert int(s["committed"]) == 300
     keys = ["coord_process_cpu_s", "coord_loop_cpu_s", "coord_pump_cpu_s", "coord_writer_cpu_s",

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.mpi
 def test_campaign_runs_every_seed_once_and_conserves(tmp_path, ranks, depth):
     seeds = 150
     run = run_campaign(tmp_path, synthetic_cfg(dispatch={"depth": depth}, synthetic={"seeds": seeds}), ranks=ranks)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     s = run.stats()
     assert int(s["committed"]) == seeds
     assert int(s["dispatched"]) == seeds

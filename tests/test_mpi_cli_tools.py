@@ -18,7 +18,7 @@ def faulty_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clitools")
     cfg = synthetic_cfg(synthetic={"seeds": 60}, faults={"enabled": True, "seed": 5, "stale": 0.2, "missing": 0.2})
     run = run_campaign(tmp, cfg, ranks=3)
-    assert run.code == 0, run.stderr[-2000:]
+    assert run.code == 0, run.explain()
     return run
 
 

@@ -22,7 +22,7 @@ def test_demo_campaign_finds_every_planted_bug(tmp_path):
     cfg = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())
     cfg["campaign"]["duration_s"] = 45  # shortened budget; the demo normally ends in seconds
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=120)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     assert sorted(cfg["campaign"]["targets"]) == sorted(BUGS)
     s = run.stats()
     assert int(s["saved_crashes"]) == len(BUGS)

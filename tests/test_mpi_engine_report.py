@@ -20,7 +20,7 @@ def test_engine_counters_and_the_no_branch_warning(tmp_path):
         "concolic": {"instrument": ["email.quoprimime"], "options": {"max_candidates": 16}},
     }
     run = run_campaign(tmp_path, cfg, ranks=2, timeout_s=150)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     s = run.stats()
     assert int(s["saved_crashes"]) == 1  # listed_module's Found, through email.quoprimime
     assert int(s["engine_branches"]) > 0 and int(s["engine_sat"]) > 0

@@ -22,7 +22,7 @@ def test_every_fault_is_classified_exactly(tmp_path):
                         # purpose are not banned or suspended here (tests/test_adversary.py is).
                         peers={"ban_garbage": 0, "expiry_strikes": 0})
     run = run_campaign(tmp_path, cfg, ranks=5, timeout_s=180)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     s = run.stats()
 
     injected = collections.Counter(e["kind"] for e in run.worker_events() if e["event"] == "fault.injected")
@@ -68,7 +68,7 @@ def test_lost_work_messages_are_repaired_by_heartbeats(tmp_path):
                         dispatch={"max_attempts": 10},
                         faults={"enabled": True, "seed": 11, "drop_work": 0.1})
     run = run_campaign(tmp_path, cfg, ranks=3)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     s = run.stats()
     dropped = [e for e in run.worker_events() if e["event"] == "fault.injected"]
     assert dropped and all(e["kind"] == "drop_work" for e in dropped)

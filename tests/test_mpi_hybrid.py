@@ -42,7 +42,7 @@ def _real_edges(target: str, data: bytes) -> dict[int, int]:
 def test_fuzz_slice_end_to_end(tmp_path):
     target = "tests.hybrid_targets:shallow"
     run = run_campaign(tmp_path, _cfg("fuzz", [target], 6), ranks=2, timeout_s=120)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     assert "campaign finished: duration reached" in run.stdout
     s = run.stats()
     assert int(s["committed"]) >= 1 and int(s["quarantined_results"]) == 0
@@ -60,7 +60,7 @@ def test_fuzz_slice_end_to_end(tmp_path):
 def test_hybrid_campaign_on_plistlib_runs_to_budget_and_grows(tmp_path):
     targets = ["tests.hybrid_targets:plist", "examples.magic_header:target"]
     run = run_campaign(tmp_path, _cfg("hybrid", targets, 12), ranks=3, timeout_s=180)
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     assert "campaign finished: duration reached" in run.stdout  # never "work exhausted"
     s = run.stats()
     assert int(s["fuzz_execs"]) > 0 and int(s["concolic_execs"]) > 0

@@ -71,7 +71,7 @@ def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     cfg = native_cfg([record, tlv])
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
                        on_start=stop_when(found(tmp_path / "out", 2, 1), cfg["campaign"]["duration_s"]))
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     assert "VIOLATED" not in run.stdout
     crashes = {p.name.split("target:")[1]: p for p in (run.out / "crashes").iterdir()}
     hangs = {p.name.split("target:")[1]: p for p in (run.out / "hangs").iterdir()}
@@ -93,7 +93,7 @@ def test_symcc_engine_through_the_contract_command_under_mpiexec(tmp_path):
                      input="stdin", engine_timeout_s=120.0)  # each run starts Python and TritonDSE
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
                        on_start=stop_when(found(tmp_path / "out", 1, 1), cfg["campaign"]["duration_s"]))
-    assert run.code == 0, run.stderr[-3000:]
+    assert run.code == 0, run.explain()
     crashes = list((run.out / "crashes").iterdir())
     assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
     assert len(list((run.out / "hangs").iterdir())) == 1
