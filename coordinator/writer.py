@@ -7,8 +7,12 @@ is out at a time: the loop prepares the next only after the previous one finishe
 
 A queue/ file is written only after its entry is durable: the entries of each committed batch
 join a backlog that this thread writes in small slices whenever no batch waits, so a corpus of
-100,000 seeds never delays the first dispatch nor a commit. A run that ends (or a kill) with a
-backlog left loses no data: the journal holds every entry, the end of the run writes the rest
+100,000 seeds never delays the first dispatch nor a commit. The backlog is background work: it
+takes at most `BACKLOG_SHARE` of this thread's wall time (after each slice the thread rests
+three times as long as the slice took; a batch handed over meanwhile is written at once), since
+creating a file costs 40-200 us of CPU on a small machine, and 100,000 of them written flat out
+took a core from the workers for seconds. A run that ends (or a kill) with a backlog left loses
+no data: the journal holds every entry, the end of the run writes the rest
 (`drain_files`), and a resume writes the files of durable entries that have none.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 from symfence.coordinator import failpoints
@@ -24,6 +29,7 @@ from symfence.coordinator.journal import CorpusEntry, FlushBatch, FlushReceipt, 
 from symfence.coordinator.outputs import OutputDir
 
 FILES_PER_SLICE = 256  # queue files written between two looks for a waiting batch
+BACKLOG_SHARE = 0.25  # of the wall time, at most, spent on the backlog of queue files during the run
 DRAIN_THREADS = 4  # threads writing the files still owed when the run has ended
 
 
@@ -50,6 +56,8 @@ class JournalWriter:
         self._files: collections.deque[CorpusEntry] = collections.deque()
         self._files_failed = False  # a queue file could not be written: write no more here
         self._stopping = False
+        self._rest_until = 0.0  # monotonic: no backlog file before this (the backlog's share)
+        self._clock = time.monotonic
         self.busy = False  # loop thread only: a batch is out and its outcome not handled yet
         self.stopped = False
         self._outcomes: collections.deque[tuple[Callable[..., Any], tuple]] = collections.deque()
@@ -124,8 +132,14 @@ class JournalWriter:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while self._batch is None and not self._stopping and (self._files_failed or not self._files):
-                    self._cv.wait()
+                while self._batch is None and not self._stopping:
+                    if self._files_failed or not self._files:
+                        self._cv.wait()
+                        continue
+                    rest = self._rest_until - self._clock()
+                    if rest <= 0:
+                        break
+                    self._cv.wait(rest)  # a batch handed over meanwhile wakes it
                 batch, self._batch = self._batch, None
                 if batch is None and self._stopping:
                     return
@@ -152,6 +166,14 @@ class JournalWriter:
         self._post(self._deliver_all)
 
     def _write_files(self) -> None:
+        t0 = self._clock()
+        try:
+            self._write_slice()
+        finally:
+            now = self._clock()
+            self._rest_until = now + (now - t0) * (1 - BACKLOG_SHARE) / BACKLOG_SHARE
+
+    def _write_slice(self) -> None:
         for _ in range(FILES_PER_SLICE):
             with self._cv:
                 if not self._files or self._batch is not None or self._stopping:
