@@ -31,7 +31,7 @@ def check_tritondse_elf(path: Path) -> None:
         import lief
     except ImportError:
         return
-    lief.logging.disable()
+    quiet_lief(lief)
     binary = lief.parse(str(path))
     if binary is None:
         return
@@ -39,3 +39,12 @@ def check_tritondse_elf(path: Path) -> None:
         if any(lib.startswith(bad) for bad in _UNSUPPORTED_LIBS):
             raise NativeError(f"{path} needs {lib}: TritonDSE does not model the C++ runtime and "
                               "would stop silently at its first call; use the symcc engine for C++")
+
+
+def quiet_lief(lief) -> None:
+    """No LIEF log lines, and none of its bindings' (nanobind's) "leaked N instances" report at
+    interpreter exit: LIEF leaves objects alive on purpose; the report is noise on stderr."""
+    lief.logging.disable()
+    disable = getattr(lief, "disable_leak_warning", None)
+    if disable is not None:
+        disable()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symfence.worker.native.base import EngineRun, GeneratedInput, NativeError, NativeOptions, RunKind, RunResult, fold
-from symfence.worker.native.elfcheck import check_tritondse_elf
+from symfence.worker.native.elfcheck import check_tritondse_elf, quiet_lief
 
 # Imports TritonDSE need not model: weak hooks glibc's start-up code looks up and may never call.
 _HARMLESS_IMPORTS = frozenset({"__cxa_finalize", "__gmon_start__", "_ITM_deregisterTMCloneTable",
@@ -44,7 +44,10 @@ class TritonDseEngine:
         except ImportError as exc:
             raise NativeError(f"the tritondse engine needs the optional extra: pip install "
                               f"'symfence[native]' ({exc})") from None
+        import lief  # tritondse's own dependency, loaded by it already
+
         from tritondse import CoverageStrategy, Config, Program, SmtSolver
+        quiet_lief(lief)
         logging.getLogger("tritondse").setLevel(logging.ERROR)
         path = Path(target)
         if not path.is_file():
