@@ -64,3 +64,18 @@ def test_a_ctrl_c_while_the_job_closes_changes_nothing(tmp_path):
     assert run.code == 0, run.explain()
     assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.explain()
     assert queue_files(out) == durable(out) and len(durable(out)) == SEEDS
+
+
+def test_the_seeds_are_durable_before_the_first_dispatch(tmp_path):
+    # Rank 0 is killed at its first dispatch: the seeds' batch must already be in the journal
+    # (it is written before dispatch starts, not beside it), and a resume runs every item.
+    seeds = 20_000
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 0.0})
+    out = tmp_path / "out"
+    killed = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FAILPOINT": "dispatch:1:kill"})
+    assert killed.code != 0
+    assert len(durable(out)) == seeds
+    resumed = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"])
+    assert resumed.code == 0, resumed.explain()
+    assert resumed.stats()["corpus_count"] == str(seeds)
+    assert queue_files(out) == durable(out)
