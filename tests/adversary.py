@@ -261,6 +261,9 @@ def phase_c(max_s: float) -> None:
             send(RESULT, pack(result(tok, w["work_id"])), kind="late", why="expired")
             withheld.append(tok)
             cancelled.discard(tok)
+            # A revoked dispatch holds the rank's slot until this late answer: only from now on
+            # may the coordinator send this rank more WORK (to hold again), or not (suspended).
+            quiet_since = time.monotonic()
         if work_received != seen:
             seen, quiet_since = work_received, time.monotonic()
         if not held and time.monotonic() - quiet_since > 1.5:

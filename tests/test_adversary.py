@@ -31,7 +31,7 @@ DURATION_S = 16.0
 def _cfg() -> dict:
     return synthetic_cfg(
         campaign={"duration_s": DURATION_S},
-        synthetic={"seeds": 3000, "task_ms": 5.0, "candidates": 1},
+        synthetic={"seeds": 8000, "task_ms": 5.0, "candidates": 1},  # work for the whole 16 s
         dispatch={"depth": 2, "deadline_s": 1.5, "max_attempts": 5, "drain_timeout_s": 5, "stop_timeout_s": 5},
         workers={"heartbeat_s": 0.2, "lost_after_s": 30},
         limits={"max_message_bytes": 1 << 20},
