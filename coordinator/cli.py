@@ -112,7 +112,7 @@ def mpi_main(argv: list[str] | None = None) -> int:
         try:
             return _coordinator_rank(args, comm, peers)
         except Exception as exc:  # noqa: BLE001 - any rank-0 error must end the whole job
-            interrupt.install()  # the loop's handlers may be gone: a Ctrl-C must not interrupt this
+            interrupt.ignore()  # the loop's handlers may be gone: a Ctrl-C must not interrupt this
             import structlog
 
             from symfence.coordinator.failure import rank0_failed
@@ -201,9 +201,9 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     coordinator = Coordinator(cfg, comm, out, journal, status=status, peers_comm=peers)
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
-    # The loop's handlers are gone: a Ctrl-C now (the job is closing, e.g. in MPI_Finalize or
-    # writing owed queue files) must not raise KeyboardInterrupt there; the run already stopped.
-    interrupt.install()
+    # The loop's handlers are gone: a Ctrl-C now (the job is closing, e.g. in MPI_Finalize,
+    # writing owed queue files or in the interpreter's exit) must change nothing: the run stopped.
+    interrupt.ignore()
     try:
         journal.close()
     except JournalError as exc:  # the final flush failed: what is durable stays

@@ -6,8 +6,9 @@ journal's recovery would print a traceback and leave the other ranks waiting. Ra
 ``symfence run`` call ``check()`` at the points where stopping is safe; it raises
 ``Interrupted``, which they turn into one line and exit status 130.
 
-Rank 0 installs the flag again once the campaign loop has returned: the run has stopped, and a
-Ctrl-C while the job closes (journal, summary, ``MPI_Finalize``, owed queue files) changes nothing.
+Once the campaign loop has returned, rank 0 ignores SIGINT and SIGTERM (``ignore()``): the run
+has stopped, and a Ctrl-C while the job closes (journal, summary, ``MPI_Finalize``, owed queue
+files, the interpreter's own exit) must change nothing. mpiexec's second Ctrl-C still aborts.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ def install() -> None:
     """From now until the campaign loop takes over, SIGINT/SIGTERM only set the flag."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _remember)
+
+
+def ignore() -> None:
+    """SIGINT/SIGTERM ignored from now on. Not a Python handler that does nothing: the
+    interpreter resets Python handlers to the default action when it finalizes (a Ctrl-C in
+    the last milliseconds of the exit then kills the process), but leaves SIG_IGN in place."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def requested() -> str | None:
