@@ -32,8 +32,7 @@ from symfence.coordinator.config import Config
 from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.confirm import Claim, Confirmations
 from symfence.coordinator.depth import DepthController, DepthTuning
-from symfence.coordinator.hotpath import HotPath
-from symfence.coordinator.hotpath import SAMPLE
+from symfence.coordinator.hotpath import SAMPLE, HotPath
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation, SlotRelease

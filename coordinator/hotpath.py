@@ -4,11 +4,11 @@ The loop thread brackets its phases with `clock_ns()` and adds the difference to
 phase: nothing grows with the number of results. The per-result phases (decode, commit) and
 the dispatch rounds are timed for one result (one `_fill` call) in SAMPLE and the sums scaled
 up by SAMPLE: timing every one cost ~4 us of the ~45 us per result (bench/bench_loop.py, with
-and without), about 8%; sampled it is the histogram add and a counter. `clock_ns` is the loop thread's own CPU clock
-(`time.thread_time_ns`, ~0.2 us a call in this VM, three calls per result), not wall time: on
-an oversubscribed machine wall time inside a phase also counts the time the thread was
-preempted or waited for the GIL (the pump thread holds it), which made the split meaningless
-under load (measured: the phases' wall time summed to more than the thread's CPU). The pump
+and without), about 8%; sampled it is the histogram add and a counter. `clock_ns` is the loop
+thread's own CPU clock (`time.thread_time_ns`, ~0.2 us a call in this VM, three calls per
+timed result), not wall time: on an oversubscribed machine wall time inside a phase also counts
+the time the thread was preempted or waited for the GIL (the pump thread holds it), which made
+the split meaningless under load (measured: the phases' wall time summed to more than the thread's CPU). The pump
 thread's and the journal writer thread's CPU are read from their thread CPU clocks (found by
 thread name) when fuzzer_stats is written, so neither needs a hook; `other` is the loop
 thread's CPU outside the phases (asyncio, the turn, peers, logs).
