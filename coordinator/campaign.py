@@ -37,7 +37,7 @@ from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation, SlotRelease
 from symfence.coordinator.journal import FlushBatch, FlushReceipt, Journal, NewEntry, NewFinding
-from symfence.coordinator.outputs import FindingClass, OutputDir, crash_signature, finding_class
+from symfence.coordinator.outputs import FindingClass, OutputDir, finding_class
 from symfence.coordinator.peers import PeerPolicy, Peers, PeerState
 from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.reconcile import reconcile
@@ -45,6 +45,7 @@ from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.coordinator.stats import Stats, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, StatusLine, TargetLine
 from symfence.coordinator.targets import TargetTracker
+from symfence.coordinator import triage as triage_mod
 from symfence.coordinator.writer import JournalWriter
 from symfence.protocol.codec import Limits, RemoteProtocolError, decode_control, encode
 from symfence.protocol.coverage import MAP_SIZE, CoverageMap, unpack_trace
@@ -142,7 +143,6 @@ class Coordinator:
         self.options = executor_options(cfg)
         self.plan = HybridPlan.from_config(cfg)  # which stage each free slot gets
         self.corpus_executor = self.plan.corpus_stage.value  # runs corpus entries' work items
-        self.crash_signatures: set[str] = set()
         self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)
         self.seed_count = 0
         self.tmouts = 0  # executions that timed out this run (hang findings, duplicates included)
@@ -166,6 +166,10 @@ class Coordinator:
         # Issue 10: per-rank health, bans and caps (peers.py), crash/hang claims (confirm.py).
         self.peers = Peers(PeerPolicy.from_config(cfg), clock)
         self.claims = Confirmations(self.corpus_executor, self.options)
+        budget_s = cfg["triage.minimize_budget_s"]  # within the dispatch deadline
+        self.triage = triage_mod.Triage(out, journal, base_executor=self.corpus_executor, base_options=self.options,
+                                        minimize=cfg["triage.minimize"],
+                                        budget_s=min(budget_s, 0.75 * self.deadline_s) if self.deadline_s else budget_s)
         self.stop_sent: set[Rank] = set()
         self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
@@ -376,12 +380,15 @@ class Coordinator:
                 self.targets[f.target].crashes += 1
                 self.stats.crashes += 1
                 self.stats.ooms += finding_class(kind, f.detail) is FindingClass.OOM
-                self.crash_signatures.add(f"{f.target} {crash_signature(f.detail)}")
             else:
                 self.targets[f.target].hangs += 1
                 self.stats.hangs += 1
-            if f"id:{f.finding_id:06d}" not in have[kind]:
-                self.out.finding(kind, f.finding_id, f.data, detail=f.detail, target=f.target)
+        restored += self.triage.restore(self.journal.iter_findings())  # identities, owed minimizations
+        for f in self.journal.iter_findings():
+            if f"id:{f.finding_id:06d}" not in have[f.kind.value]:
+                key, sig = self.triage.sig_of(f.kind.value, f.finding_id)
+                self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target,
+                                 identity=key, sig=sig)
                 restored += 1
         return restored
 
@@ -546,6 +553,7 @@ class Coordinator:
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
         elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.claims.queue) and not len(self.inflight) \
+                and not len(self.triage.queue) \
                 and self.afl_sync is None:
             self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out
 
@@ -570,6 +578,8 @@ class Coordinator:
             view = self.scheduler.for_rank(rank, self._elsewhere_of(rank))
             while free > 0:
                 item = claims.pop_for(rank, view.elsewhere) if len(claims) else None
+                if item is None and self.dispatching and len(self.triage.queue):
+                    item = self.triage.queue.pop_for(rank, view.elsewhere)
                 if item is None and self.dispatching:
                     item = self.plan.pick(rank, view)
                 if item is None:
@@ -606,7 +616,7 @@ class Coordinator:
         self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
         self.leased[token] = item
         self.afl.cur_item = item.queue_id or 0
-        if not item.stage and not item.confirm:  # fuzz slices and crash re-runs are transient: fenced
+        if not item.stage and not item.confirm and not item.minimize:  # the others are transient: fenced
             self.journal.lease(item.work_id, token)  # by token, not leased in the journal
         failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
@@ -614,6 +624,8 @@ class Coordinator:
         if item.stage:  # a slice ends with the budget, not after it
             duration = self.cfg["campaign.duration_s"]
             executor, options = item.stage, self.plan.slice_options(duration - (now - self._t0) if duration else None)
+        elif item.minimize:
+            executor, options = triage_mod.EXECUTOR, self.triage.options_for(item)
         else:
             executor, options = self.corpus_executor, self.options
         work = Work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
@@ -646,6 +658,9 @@ class Coordinator:
                     self.peers.claim_done(claim.source)
             else:
                 self.claims.queue.requeue(replace(item, attempts=attempts, avoid=avoid))
+        elif item.minimize:
+            self.triage.revoked(item, attempts=attempts, avoid=avoid, give_up=why is Revocation.CANCELLED
+                                or (charge and attempts >= self.cfg["dispatch.max_attempts"]))
         elif charge and attempts >= self.cfg["dispatch.max_attempts"]:
             self.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
             self.stats.work_failed += 1
@@ -775,6 +790,9 @@ class Coordinator:
         if item.confirm:
             self._confirmed(source, item, result)
             return
+        if item.minimize:
+            self.triage.done(item, result, source, now_loop - self._t0)
+            return
         found_s = now_loop - self._t0
         progress = self.targets[item.target]
         progress.tasks += 1
@@ -897,7 +915,8 @@ class Coordinator:
         """A crash/hang the result claims: saved only once a re-run agrees (confirm.py)."""
         if kind is Status.CRASH:
             self.stats.crashes_total += 1
-            if f"{item.target} {crash_signature(detail)}" in self.crash_signatures:
+            ident = self.triage.identity(detail, item.target)  # frameless (native): known after its re-run
+            if ident.has_frames and self.triage.is_known(item.target, ident):
                 self.stats.triage_rejected["known_crash"] += 1
                 return
         if kind is Status.HANG:
@@ -927,18 +946,20 @@ class Coordinator:
             self._garbage(claim.source)
             return
         detail = result.error or claim.detail  # the re-running rank's own account
+        ident = None
         if claim.kind is Status.CRASH:
-            sig = f"{claim.target} {crash_signature(detail)}"
-            if sig in self.crash_signatures:
+            ident = self.triage.identity(detail, claim.target, self._trace_edges(result.trace))
+            if self.triage.is_known(claim.target, ident):
                 self.stats.triage_rejected["known_crash"] += 1
                 return
-            self.crash_signatures.add(sig)
+            self.triage.remember(claim.target, ident)
         self.claims.confirmed += 1
         finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
                              found_s=claim.found_s, target=claim.target)
         now = time.time()
         for f in self.journal.add_findings(claim.parent_work_id, [finding]):
             self.journal.note_provenance(f.kind.value, f.finding_id, claim.source, source)
+            self.triage.saved(f, ident, claim.stage.value if claim.stage is not None else "")
             progress, fig = self.targets[claim.target], self.plan.figures[claim.stage]
             if f.kind.value == "crash":
                 self.afl.crash(now, self.stats.execs)
@@ -950,9 +971,17 @@ class Coordinator:
                 fig.hangs += 1
             log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id,
                         target=claim.target,
-                        signature=crash_signature(f.detail) if f.kind.value == "crash" else "timeout",
+                        identity=ident.key if ident is not None else "timeout",
                         found_s=round(claim.found_s, 2), worker=claim.source, confirmed_by=source)
 
+
+    @staticmethod
+    def _trace_edges(packed: bytes) -> list[int] | None:
+        """The edges of a packed trace (a frameless crash's identity), None if it has none."""
+        try:
+            return list(unpack_trace(packed)) if packed else None
+        except ValueError:
+            return None
 
     def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         if self.peers.banned(source):
@@ -1103,7 +1132,9 @@ class Coordinator:
         if self.afl_sync is not None:
             self.afl_sync.export(durable.entries)
         for f in durable.findings:
-            path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target)
+            key, sig = self.triage.sig_of(f.kind.value, f.finding_id)
+            path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target,
+                                    identity=key, sig=sig)
             if f.kind.value == "crash":
                 self.stats.crashes += 1
                 self.stats.ooms += finding_class("crash", f.detail) is FindingClass.OOM

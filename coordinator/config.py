@@ -221,6 +221,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "launch_binary": ("", _str()),  # their AFL build ("" = native.options.afl_target)
         "launch_args": ([], _str_list),
     },
+    "triage": {  # crash identity and minimization (coordinator/triage.py, docs/triage.md)
+        "minimize": (True, _bool),  # every new unique crash and hang is minimized by a worker
+        "minimize_budget_s": (60.0, _float(1)),  # one minimization's wall time
+    },
     "peers": {  # per-rank fairness, bans and caps (coordinator/peers.py)
         "frames_per_turn": (32, _int(1)),
         "backlog_frames": (4096, _int(16)),

@@ -132,10 +132,34 @@ CREATE TABLE IF NOT EXISTS provenance (
 )
 """
 
+# Each saved finding's crash identity (protocol/crashid.py) and minimized input (issue 19).
+# A side table like provenance: journals written before it resume, their findings without a
+# row keep their old signatures (coordinator/triage.py).
+TRIAGE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS triage (
+    kind        TEXT NOT NULL CHECK (kind IN ('crash', 'hang')),
+    finding_id  INTEGER NOT NULL,
+    identity    TEXT NOT NULL,                -- CrashIdentity.key; '' for a finding saved before
+    stage       TEXT NOT NULL,                -- the stage whose result found it; '' if unknown
+    min_data    BLOB,                         -- the minimized input; NULL until minimized
+    min_s       REAL,                         -- campaign seconds when it was minimized
+    PRIMARY KEY (kind, finding_id)
+)
+"""
+_UPSERT_TRIAGE = """
+INSERT INTO triage (kind, finding_id, identity, stage, min_data, min_s) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (kind, finding_id) DO UPDATE SET
+    identity = CASE WHEN excluded.identity != '' THEN excluded.identity ELSE triage.identity END,
+    stage = CASE WHEN excluded.stage != '' THEN excluded.stage ELSE triage.stage END,
+    min_data = coalesce(excluded.min_data, triage.min_data), min_s = coalesce(excluded.min_s, triage.min_s)
+"""
+
+
 def _schema_of(conn: sqlite3.Connection) -> str:
-    """The schema to verify a journal against: with the provenance table once it has one."""
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'provenance'").fetchone()
-    return SCHEMA + PROVENANCE_SCHEMA if row else SCHEMA
+    """The schema to verify a journal against: with the side tables it has."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return SCHEMA + (PROVENANCE_SCHEMA if "provenance" in tables else "") + \
+        (TRIAGE_SCHEMA if "triage" in tables else "")
 
 
 _UPSERT_WORK = """
@@ -322,6 +346,7 @@ class FlushBatch:
     counters: Mapping[str, int] | None  # None: unchanged
     run_end: tuple | None  # the runs row's fields, when this run's end is recorded
     ops: int
+    triage: tuple[tuple[str, int, str, str, bytes | None, float | None], ...] = ()  # TRIAGE_SCHEMA rows
 
     def merged(self, later: FlushBatch) -> FlushBatch:
         """This (failed) batch followed by a later one, as one batch: later values win."""
@@ -331,6 +356,7 @@ class FlushBatch:
             later.coverage if later.coverage is not None else self.coverage,
             later.counters if later.counters is not None else self.counters,
             later.run_end if later.run_end is not None else self.run_end, self.ops + later.ops,
+            self.triage + later.triage,
         )
 
 
@@ -440,6 +466,7 @@ class Journal:
         self._new_entries: list[CorpusEntry] = []
         self._new_findings: list[Finding] = []
         self._new_provenance: list[tuple[str, int, int, int | None]] = []
+        self._new_triage: list[tuple[str, int, str, str, bytes | None, float | None]] = []
         self._coverage_dirty = False
         self._counters_dirty = False
         self._run_end_dirty = False
@@ -500,7 +527,7 @@ class Journal:
                     raise JournalDamagedError(path, "it holds no symfence schema")
                 if version is None:  # a new file
                     conn.executescript(
-                        f"BEGIN; {SCHEMA} {PROVENANCE_SCHEMA}; INSERT INTO meta VALUES "
+                        f"BEGIN; {SCHEMA} {PROVENANCE_SCHEMA} {TRIAGE_SCHEMA}; INSERT INTO meta VALUES "
                         f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
                     )
                 elif version != SCHEMA_VERSION:
@@ -509,6 +536,7 @@ class Journal:
                     )
                 integrity.verify_database(conn, path, _schema_of(conn))
                 conn.execute(PROVENANCE_SCHEMA)  # journals from before the table get it now
+                conn.execute(TRIAGE_SCHEMA)
                 journal = cls(
                     conn, path, readonly=False, lock=lock,
                     batch_ops=batch_ops, batch_ms=batch_ms, clock=clock,
@@ -840,6 +868,23 @@ class Journal:
         self._new_provenance.append((str(kind), int(ident), int(source_rank), confirmed_by))
         self._note()
 
+    def note_triage(self, kind: str, ident: int, *, identity: str = "", stage: str = "",
+                    min_data: bytes | None = None, min_s: float | None = None) -> None:
+        """Record a finding's crash identity (key) and stage, or its minimized input (TRIAGE_SCHEMA)."""
+        self._writable()
+        self._new_triage.append((str(kind), int(ident), str(identity), str(stage),
+                                 bytes(min_data) if min_data is not None else None, min_s))
+        self._note()
+
+    def triage(self) -> dict[tuple[str, int], tuple[str, str, bytes | None, float | None]]:
+        """Durable triage rows: (kind, finding id) -> (identity key, stage, minimized input, when)."""
+        try:
+            rows = self._db().execute(
+                "SELECT kind, finding_id, identity, stage, min_data, min_s FROM triage").fetchall()
+        except sqlite3.OperationalError:  # a journal from before the table existed
+            return {}
+        return {(k, i): (ident, st, bytes(m) if m is not None else None, t) for k, i, ident, st, m, t in rows}
+
     def provenance(self) -> dict[tuple[str, int], tuple[int, int | None]]:
         """Durable provenance records: (kind, id) -> (source rank, confirming rank)."""
         try:
@@ -933,7 +978,7 @@ class Journal:
             run_end = (run.run, run.epoch, run.started, run.ended, run.clean)
         batch = FlushBatch(
             entries=tuple(self._new_entries), findings=tuple(self._new_findings), work=work,
-            provenance=tuple(self._new_provenance),
+            provenance=tuple(self._new_provenance), triage=tuple(self._new_triage),
             coverage=self._coverage if self._coverage_dirty else None,
             counters=dict(self._counters) if self._counters_dirty else None,
             run_end=run_end, ops=self._ops,
@@ -944,6 +989,7 @@ class Journal:
         self._new_entries = []
         self._new_findings = []
         self._new_provenance = []
+        self._new_triage = []
         self._coverage_dirty = self._counters_dirty = self._run_end_dirty = False
         self._ops = 0
         self._writing = batch
@@ -1025,6 +1071,8 @@ class Journal:
             )
             if batch.provenance:
                 conn.executemany("INSERT OR REPLACE INTO provenance VALUES (?, ?, ?, ?)", batch.provenance)
+            if batch.triage:
+                conn.executemany(_UPSERT_TRIAGE, batch.triage)
             if batch.coverage is not None:
                 conn.execute("INSERT OR REPLACE INTO coverage (id, map) VALUES (0, ?)", (batch.coverage,))
             if batch.counters is not None:

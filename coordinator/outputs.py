@@ -7,6 +7,10 @@ import os
 import re
 from pathlib import Path
 
+from symfence.protocol.crashid import legacy_sig, legacy_signature
+
+MINIMIZED = "minimized"  # crashes/minimized/, hangs/minimized/: the minimized inputs, same names
+
 
 class FindingClass(str, enum.Enum):
     """What a saved finding is: the journal's kind (crash/hang), with out-of-memory split off."""
@@ -25,14 +29,9 @@ def finding_class(kind: str, detail: str) -> FindingClass:
 
 
 def crash_signature(detail: str) -> str:
-    """A dedupe key for a crash: the exception line plus the innermost frame of the traceback."""
-    lines = [l.strip() for l in detail.strip().splitlines() if l.strip()]
-    if not lines:
-        return "unknown"
-    frames = [l for l in lines if l.startswith("File ")]
-    exc = lines[-1]
-    exc_type = exc.split(":", 1)[0]
-    return f"{exc_type} @ {frames[-1] if frames else '?'}"
+    """The exception line's type plus the innermost traceback line (the dedup key before crash
+    identities; now only the out-of-memory test and old journals' names use it)."""
+    return legacy_signature(detail)
 
 
 def _safe(text: str, limit: int = 40) -> str:
@@ -83,14 +82,38 @@ class OutputDir:
             os.close(fd)
         os.replace(tmp, f"{folder}/{name}")
 
-    def finding(self, kind: str, finding_id: int, data: bytes, *, detail: str, target: str) -> Path:
-        folder = self.crashes if kind == "crash" else self.hangs
-        sig = _safe(crash_signature(detail).split(" @ ")[0]) if kind == "crash" else "timeout"
+    @staticmethod
+    def finding_name(kind: str, finding_id: int, *, detail: str, target: str, sig: str | None = None) -> str:
+        """`sig`: the crash identity's file-name form (protocol/crashid.py); None for a finding
+        saved before identities (its old name: the exception type only)."""
+        if kind != "crash":
+            sig = "timeout"
+        elif sig is None:
+            sig = legacy_sig(detail)
         oom = ",kind:oom" if finding_class(kind, detail) is FindingClass.OOM else ""
-        name = f"id:{finding_id:06d},sig:{sig}{oom},target:{_safe(target.replace(':', '.'))}"
-        if detail:
-            (self.details / f"{kind}-{finding_id:06d}.txt").write_text(detail)
+        return f"id:{finding_id:06d},sig:{sig}{oom},target:{_safe(target.replace(':', '.'))}"
+
+    def finding(self, kind: str, finding_id: int, data: bytes, *, detail: str, target: str,
+                identity: str | None = None, sig: str | None = None) -> Path:
+        """`identity`/`sig`: the crash identity's key and file-name form (None: a legacy finding)."""
+        folder = self.crashes if kind == "crash" else self.hangs
+        name = self.finding_name(kind, finding_id, detail=detail, target=target, sig=sig)
+        if detail or identity:
+            head = f"identity: {identity}\n" if identity else ""
+            (self.details / f"{kind}-{finding_id:06d}.txt").write_text(head + detail)
         return self._write(folder / name, data)
+
+    def minimized(self, kind: str, name: str, data: bytes) -> Path:
+        """The minimized input of the finding file `name`, under the same name in <folder>/minimized/."""
+        folder = (self.crashes if kind == "crash" else self.hangs) / MINIMIZED
+        folder.mkdir(exist_ok=True)
+        return self._write(folder / name, data)
+
+    def finding_path(self, kind: str, finding_id: int) -> Path | None:
+        """The saved file of a finding (by its id prefix), if there is one."""
+        folder = self.crashes if kind == "crash" else self.hangs
+        prefix = f"id:{finding_id:06d},"
+        return next((p for p in folder.iterdir() if p.name.startswith(prefix) and p.is_file()), None)
 
     def existing(self, kind: str) -> set[str]:
         folder = {"queue": self.queue, "crash": self.crashes, "hang": self.hangs}[kind]

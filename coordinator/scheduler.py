@@ -25,6 +25,7 @@ class WorkItem:
     stage: str = ""  # "" = a corpus entry's task; "fuzz" = a transient fuzz slice (coordinator.hybrid)
     avoid: frozenset[int] = frozenset()  # ranks whose dispatch of it expired or was lost
     confirm: bool = False  # a re-run that confirms a crash/hang claim (coordinator.confirm)
+    minimize: bool = False  # a saved crash/hang to minimize (coordinator.triage)
 
     @classmethod
     def from_record(cls, rec: Any) -> WorkItem:

@@ -37,6 +37,15 @@ def salted(trace: Any, salt: int) -> dict[int, int]:
     return {(index + salt) & 0xFFFF: count for index, count in trace.items()}
 
 
+def with_frames(target: str, data: bytes, opts: NativeOptions, detail: str) -> str:
+    """A crash's detail with its frames (sanitizer report or gdb backtrace of the plain build,
+    worker/triage/symbolize.py) for its identity; asked only by a confirmation re-run."""
+    from symfence.worker.triage.symbolize import native_detail
+
+    frames = native_detail(target, data, opts.input, timeout_s=max(opts.exec_timeout_s, 2.0))
+    return f"{detail}\n{frames}" if frames else detail
+
+
 def exit_kind(kind: RunKind) -> ExitKind:
     return {RunKind.OK: ExitKind.OK, RunKind.CRASH: ExitKind.CRASH, RunKind.HANG: ExitKind.HANG,
             RunKind.OOM: ExitKind.CRASH}[kind]
@@ -107,7 +116,10 @@ class Runner:
                 # from a bound past max_branches (a crash/hang confirmation re-run) it would
                 # negate nothing.
                 status = exit_kind(own.kind)
-                return Outcome(status, trace=salted(own.trace, salt), error=own.detail if status is not ExitKind.OK else "",
+                error = own.detail if status is not ExitKind.OK else ""
+                if own.kind is RunKind.CRASH and bound >= opts.max_branches:
+                    error = with_frames(target, data, opts, error)  # a confirmation: the crash's identity
+                return Outcome(status, trace=salted(own.trace, salt), error=error,
                                wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
                                stats={"not_explored": 1})
         send(("phase", "engine", data, bound))
@@ -140,10 +152,13 @@ class Runner:
             send(("candidate", cand))
         assert own is not None
         status = exit_kind(own.kind)
+        error = own.detail if status is not ExitKind.OK else ""
+        if own.kind is RunKind.CRASH and bound >= opts.max_branches:
+            error = with_frames(target, data, opts, error)
         return Outcome(status, trace=salted(own.trace, salt), candidates=tuple(candidates),
                        wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0,
                        solver_s=run.solver_s, execs=execs,
-                       error=own.detail if status is not ExitKind.OK else "",
+                       error=error,
                        stats={**{k: int(v) for k, v in run.stats.items()}, "engine_oom": stats_oom})
 
     def serve(self) -> None:

@@ -1,0 +1,179 @@
+"""Unique crashes and their minimization: the coordinator's side of crash identity (issue 19).
+
+A confirmed crash is saved only when its identity (``protocol.crashid``: crash type plus the top
+3 frames in the code under test, else the edge path of its input) is new for its target; the
+identity names the file (``sig:``), heads ``crash_details/`` and is kept in the journal's
+``triage`` side table. Every saved crash and hang then becomes a *minimization task*: a work kind
+beside corpus entries, fuzz slices and confirmations, dispatched and fenced like any work (token,
+in-flight map, deadline) to executor ``minimize`` on a worker (``worker/executors/minimize.py``),
+which returns the smallest input it found with the same identity. The minimized input is kept in
+the journal (``triage.min_data``) and as ``crashes/minimized/<same name>``; findings not
+minimized yet are queued again on ``--resume``.
+
+Journals written before identities: their findings have no triage row and keep their old
+signatures in their names; the identity recomputed from their detail still counts them as known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import structlog
+
+from symfence.coordinator.outputs import OutputDir
+from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.protocol.crashid import CrashIdentity, identity_from_detail
+from symfence.protocol.ids import WorkId, sha256_hex, work_id_for
+from symfence.protocol.messages import Result, Status
+
+log = structlog.get_logger()
+
+EXECUTOR = "minimize"  # the worker's executor name for minimization tasks
+OPTION_PREFIX = "minimize_"  # the task's own options, beside the base executor's
+
+
+@dataclass(frozen=True)
+class MinJob:
+    """One finding to minimize."""
+
+    kind: str  # "crash" or "hang"
+    finding_id: int
+    target: str
+    data: bytes
+    identity: str  # CrashIdentity.key ('' for a hang)
+    name: str  # the finding's file name (the minimized file gets the same)
+
+
+class Triage:
+    """Known identities per target, each finding's identity, and the minimization queue."""
+
+    def __init__(self, out: OutputDir, journal: Any, *, base_executor: str, base_options: dict[str, Any],
+                 minimize: bool = True, budget_s: float = 60.0) -> None:
+        self.out = out
+        self.journal = journal
+        self.base_executor = base_executor
+        self.base_options = dict(base_options)
+        self.enabled = minimize
+        self.budget_s = budget_s
+        self.known: set[tuple[str, str]] = set()  # (target, identity key)
+        self.identity_of: dict[tuple[str, int], CrashIdentity] = {}  # (kind, finding id), new ones
+        self.queue = Scheduler()  # minimization tasks waiting for a rank
+        self.jobs: dict[WorkId, MinJob] = {}
+        self.minimized = 0
+        self.min_failed = 0
+
+    # -- identity -------------------------------------------------------------------------------
+
+    @staticmethod
+    def identity(detail: str, target: str, trace: Iterable[int] | None = None) -> CrashIdentity:
+        return identity_from_detail(detail, target, trace)
+
+    def is_known(self, target: str, ident: CrashIdentity) -> bool:
+        return (target, ident.key) in self.known
+
+    def remember(self, target: str, ident: CrashIdentity) -> None:
+        self.known.add((target, ident.key))
+
+    def sig_of(self, kind: str, finding_id: int) -> tuple[str | None, str | None]:
+        """(identity key, sig) of a finding saved this campaign with an identity, else (None, None)."""
+        ident = self.identity_of.get((kind, finding_id))
+        return (ident.key, ident.sig) if ident is not None else (None, None)
+
+    def name_of(self, f: Any) -> str:
+        return self.out.finding_name(f.kind.value, f.finding_id, detail=f.detail, target=f.target,
+                                     sig=self.sig_of(f.kind.value, f.finding_id)[1])
+
+    # -- a new finding ------------------------------------------------------------------------
+
+    def saved(self, f: Any, ident: CrashIdentity | None, stage: str) -> None:
+        """A finding the journal just recorded (`f`: journal.Finding): note its identity and queue
+        its minimization."""
+        kind = f.kind.value
+        if ident is not None:
+            self.identity_of[(kind, f.finding_id)] = ident
+        self.journal.note_triage(kind, f.finding_id, identity=ident.key if ident else "", stage=stage)
+        self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, ident.key if ident else "", self.name_of(f)))
+
+    def _enqueue(self, job: MinJob) -> None:
+        if not self.enabled or len(job.data) <= 1:
+            return
+        item = self.task_for(job)
+        if self.queue.add(item):
+            self.jobs[item.work_id] = job
+
+    def task_for(self, job: MinJob) -> WorkItem:
+        sha = sha256_hex(job.data)
+        wid = work_id_for(EXECUTOR, job.target, sha, 0, {**self.base_options, "finding": f"{job.kind}-{job.finding_id}"})
+        return WorkItem(wid, job.data, sha, job.target, 0, minimize=True)
+
+    def options_for(self, item: WorkItem) -> dict[str, Any]:
+        job = self.jobs[item.work_id]
+        return {**self.base_options, f"{OPTION_PREFIX}executor": self.base_executor,
+                f"{OPTION_PREFIX}kind": job.kind, f"{OPTION_PREFIX}identity": job.identity,
+                f"{OPTION_PREFIX}budget_s": self.budget_s}
+
+    # -- resume ---------------------------------------------------------------------------------
+
+    def restore(self, findings: Iterable[Any]) -> int:
+        """After --resume: known identities (stored, or recomputed from an old finding's detail),
+        minimized files the journal holds but the folder lacks, and minimizations still owed."""
+        rows = self.journal.triage()
+        written = 0
+        for f in findings:
+            kind = f.kind.value
+            row = rows.get((kind, f.finding_id))
+            key = row[0] if row else ""
+            if kind == "crash":
+                ident = CrashIdentity.from_key(key) if key else self.identity(f.detail, f.target)
+                self.remember(f.target, ident)
+                if key:
+                    self.identity_of[(kind, f.finding_id)] = ident
+            name = self.name_of(f)
+            min_data = row[2] if row else None
+            if min_data is not None:
+                path = (self.out.crashes if kind == "crash" else self.out.hangs) / "minimized" / name
+                if not path.exists():
+                    self.out.minimized(kind, name, min_data)
+                    written += 1
+            else:
+                self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, key if kind == "crash" else "", name))
+        return written
+
+    # -- a minimization task's end --------------------------------------------------------------
+
+    def done(self, item: WorkItem, result: Result, source: int, now_s: float) -> None:
+        """Its result came back (fenced and current): keep the smaller input if it is one."""
+        job = self.jobs.pop(item.work_id, None)
+        if job is None:
+            return
+        best = None
+        for c in result.candidates:
+            if c.kind.value == job.kind and sha256_hex(c.data) == c.sha256 and 0 < len(c.data) <= len(job.data):
+                if best is None or len(c.data) < len(best):
+                    best = c.data
+        if result.status is Status.ERROR or best is None:
+            self.min_failed += 1
+            log.warning("finding.minimize_failed", kind=job.kind, finding_id=job.finding_id, rank=source,
+                        status=result.status.value, error=result.error[-300:])
+            best = job.data  # recorded as its own minimum: not retried on every --resume
+        self.journal.note_triage(job.kind, job.finding_id, min_data=best, min_s=now_s)
+        path = self.out.minimized(job.kind, job.name, best)
+        self.minimized += 1
+        log.info("finding.minimized", kind=job.kind, finding_id=job.finding_id, rank=source,
+                 original_bytes=len(job.data), minimized_bytes=len(best), path=str(path),
+                 execs=result.cost.execs, wall_s=round(result.cost.wall_s, 2))
+
+    def revoked(self, item: WorkItem, *, give_up: bool, attempts: int, avoid: frozenset[int]) -> None:
+        """Its dispatch was revoked: requeue it, or give up (the finding stays unminimized and is
+        queued again on --resume)."""
+        if give_up:
+            self.jobs.pop(item.work_id, None)
+            return
+        from dataclasses import replace
+
+        self.queue.requeue(replace(item, attempts=attempts, avoid=avoid))
+
+    def stats_items(self) -> dict[str, int]:
+        return {"minimized": self.minimized, "minimize_failed": self.min_failed,
+                "minimize_pending": len(self.jobs)}

@@ -1,0 +1,1 @@
+"""Worker-side triage: symbolising native crashes and minimizing crashing inputs (issue 19)."""
