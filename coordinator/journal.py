@@ -158,8 +158,8 @@ ON CONFLICT (kind, finding_id) DO UPDATE SET
 def _schema_of(conn: sqlite3.Connection) -> str:
     """The schema to verify a journal against: with the side tables it has."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return SCHEMA + (PROVENANCE_SCHEMA if "provenance" in tables else "") + \
-        (TRIAGE_SCHEMA if "triage" in tables else "")
+    return SCHEMA + (PROVENANCE_SCHEMA + ";" if "provenance" in tables else "") + \
+        (TRIAGE_SCHEMA + ";" if "triage" in tables else "")
 
 
 _UPSERT_WORK = """
@@ -527,7 +527,7 @@ class Journal:
                     raise JournalDamagedError(path, "it holds no symfence schema")
                 if version is None:  # a new file
                     conn.executescript(
-                        f"BEGIN; {SCHEMA} {PROVENANCE_SCHEMA} {TRIAGE_SCHEMA}; INSERT INTO meta VALUES "
+                        f"BEGIN; {SCHEMA} {PROVENANCE_SCHEMA}; {TRIAGE_SCHEMA}; INSERT INTO meta VALUES "
                         f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
                     )
                 elif version != SCHEMA_VERSION:

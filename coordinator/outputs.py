@@ -9,7 +9,9 @@ from pathlib import Path
 
 from symfence.protocol.crashid import legacy_sig, legacy_signature
 
-MINIMIZED = "minimized"  # crashes/minimized/, hangs/minimized/: the minimized inputs, same names
+# OUT/minimized/crashes/, OUT/minimized/hangs/: the minimized inputs under their findings' names
+# (not inside crashes/: tools and scripts count the files there, AFL-style, a folder flat)
+MINIMIZED = "minimized"
 
 
 class FindingClass(str, enum.Enum):
@@ -103,10 +105,13 @@ class OutputDir:
             (self.details / f"{kind}-{finding_id:06d}.txt").write_text(head + detail)
         return self._write(folder / name, data)
 
+    def minimized_dir(self, kind: str) -> Path:
+        return self.root / MINIMIZED / ("crashes" if kind == "crash" else "hangs")
+
     def minimized(self, kind: str, name: str, data: bytes) -> Path:
-        """The minimized input of the finding file `name`, under the same name in <folder>/minimized/."""
-        folder = (self.crashes if kind == "crash" else self.hangs) / MINIMIZED
-        folder.mkdir(exist_ok=True)
+        """The minimized input of the finding file `name`, under the same name in minimized/<folder>/."""
+        folder = self.minimized_dir(kind)
+        folder.mkdir(parents=True, exist_ok=True)
         return self._write(folder / name, data)
 
     def finding_path(self, kind: str, finding_id: int) -> Path | None:

@@ -7,7 +7,7 @@ identity names the file (``sig:``), heads ``crash_details/`` and is kept in the 
 beside corpus entries, fuzz slices and confirmations, dispatched and fenced like any work (token,
 in-flight map, deadline) to executor ``minimize`` on a worker (``worker/executors/minimize.py``),
 which returns the smallest input it found with the same identity. The minimized input is kept in
-the journal (``triage.min_data``) and as ``crashes/minimized/<same name>``; findings not
+the journal (``triage.min_data``) and as ``minimized/crashes/<same name>``; findings not
 minimized yet are queued again on ``--resume``.
 
 Journals written before identities: their findings have no triage row and keep their old
@@ -54,7 +54,7 @@ class Triage:
         self.journal = journal
         self.base_executor = base_executor
         self.base_options = dict(base_options)
-        self.enabled = minimize
+        self.enabled = minimize and base_executor != "synthetic"  # synthetic targets cannot be re-run
         self.budget_s = budget_s
         self.known: set[tuple[str, str]] = set()  # (target, identity key)
         self.identity_of: dict[tuple[str, int], CrashIdentity] = {}  # (kind, finding id), new ones
@@ -132,7 +132,7 @@ class Triage:
             name = self.name_of(f)
             min_data = row[2] if row else None
             if min_data is not None:
-                path = (self.out.crashes if kind == "crash" else self.out.hangs) / "minimized" / name
+                path = self.out.minimized_dir(kind) / name
                 if not path.exists():
                     self.out.minimized(kind, name, min_data)
                     written += 1

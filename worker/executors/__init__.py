@@ -24,4 +24,8 @@ def make_executor(name: str) -> Executor:
         from symfence.worker.executors.native import NativeExecutor
 
         return NativeExecutor()
+    if name == "minimize":
+        from symfence.worker.executors.minimize import MinimizeExecutor
+
+        return MinimizeExecutor()
     raise ValueError(f"unknown executor {name!r}")

@@ -1,0 +1,170 @@
+"""The process one minimization task runs in: the smallest input with the same crash identity.
+
+    python -m symfence.worker.triage.minimize_child SPEC.json
+
+SPEC: target, kind ("crash"/"hang"), identity (the finding's key), base executor and its
+options, input (hex), budget_s, result path. The original input is run first; its identity here
+is the one kept (the coordinator's is reported if it differs). Python targets are imported once
+and called in this process (CPU time-out by SIGVTALRM, as a fuzz slice); native targets run as a
+fresh process per input (the plain build; an ASan/UBSan build's report is compared in full), and
+``afl-tmin`` on the afl-cc build goes first when it is installed. Writes a JSON result:
+{"data": hex, "detail": str, "execs": n, "identity": key, "afl_tmin": bool, "mismatch": bool}.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable
+
+from symfence.protocol.crashid import identity_from_detail, identity_from_python_exception
+from symfence.worker.triage.ddmin import minimize
+from symfence.worker.triage.symbolize import is_sanitized, native_detail, run_once
+
+PYTHON_BASES = ("concolic", "fuzz", "hybrid")
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _on_vtalrm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def python_oracle(target: str, exec_timeout_s: float) -> Callable[[bytes], tuple[str, str]]:
+    """run(data) -> (outcome, detail): outcome "ok", "hang" or the crash's identity key."""
+    module_name, _, attr = target.partition(":")
+    fn = getattr(importlib.import_module(module_name), attr)
+    signal.signal(signal.SIGVTALRM, _on_vtalrm)
+
+    def run(data: bytes) -> tuple[str, str]:
+        signal.setitimer(signal.ITIMER_VIRTUAL, exec_timeout_s, 0.05)
+        try:
+            fn(data)
+        except _Timeout:
+            return "hang", f"execution exceeded {exec_timeout_s:g} s of CPU time"
+        except BaseException as exc:  # noqa: BLE001 - what the target raises is the crash
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            return identity_from_python_exception(exc, target).key, "".join(traceback.format_exception(exc))[-8000:]
+        finally:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        return "ok", ""
+
+    return run
+
+
+def native_oracle(binary: str, input_mode: str, exec_timeout_s: float) -> Callable[[bytes], tuple[str, str]]:
+    """run(data) -> (outcome, detail): "ok", "hang", or the crash's identity key. A plain build's
+    cheap check is its exit signal; only inputs that pass it are re-run under gdb."""
+    sanitized = is_sanitized(binary)
+
+    def run(data: bytes) -> tuple[str, str]:
+        code, err = run_once(binary, data, input_mode, exec_timeout_s)
+        if code == 999:
+            return "hang", f"over {exec_timeout_s:g} s"
+        if sanitized and "ERROR: " in err or "runtime error:" in err:
+            return identity_from_detail(err).key, err[:6000]
+        if code >= 0 and not sanitized:
+            return "ok", ""
+        if sanitized:
+            return ("ok", "") if code == 0 else (f"exit {code}", err[:2000])
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"SIG{-code}"
+        return f"signal:{name}", f"{name}: {os.path.basename(binary)} killed by {name}"
+
+    return run
+
+
+def afl_tmin(afl_binary: str, data: bytes, input_mode: str, exec_timeout_s: float, budget_s: float) -> bytes | None:
+    tool = shutil.which("afl-tmin")
+    if tool is None or not os.path.exists(afl_binary) or budget_s < 2:
+        return None
+    with tempfile.TemporaryDirectory(prefix="symfence-tmin-") as tmp:
+        src, dst = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+        with open(src, "wb") as fh:
+            fh.write(data)
+        cmd = [tool, "-i", src, "-o", dst, "-t", str(max(int(exec_timeout_s * 1000), 50)), "--", afl_binary]
+        if input_mode == "file":
+            cmd.append("@@")
+        env = {**os.environ, "AFL_SKIP_CPUFREQ": "1", "AFL_NO_AFFINITY": "1", "AFL_QUIET": "1",
+               "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1"}
+        try:
+            subprocess.run(cmd, capture_output=True, timeout=budget_s, env=env, stdin=subprocess.DEVNULL)
+        except (subprocess.TimeoutExpired, OSError):
+            return None
+        try:
+            with open(dst, "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+
+def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.monotonic()
+    deadline = t0 + float(spec["budget_s"])
+    data = bytes.fromhex(spec["data"])
+    options = spec["options"]
+    kind, target = spec["kind"], spec["target"]
+    exec_timeout_s = float(options.get("exec_timeout_s", 1.0))
+    native = spec["executor"] not in PYTHON_BASES
+    if native:
+        input_mode = str(options.get("input", "stdin"))
+        oracle = native_oracle(target, input_mode, exec_timeout_s)
+    else:
+        oracle = python_oracle(target, exec_timeout_s)
+    want, detail = oracle(data)
+    if want == "ok" or (kind == "hang") != (want == "hang"):
+        return {"error": f"the original input does not reproduce here ({want})"}
+    gdb_key = ""
+    if native and want.startswith("signal:"):  # the plain build: the frames come from gdb
+        gdb_key = identity_from_detail(native_detail(target, data, input_mode)).key
+
+    def same(candidate: bytes) -> bool:
+        outcome, _ = oracle(candidate)
+        if outcome != want:
+            return False
+        return not gdb_key or identity_from_detail(native_detail(target, candidate, input_mode)).key == gdb_key
+
+    start, used_tmin = data, False
+    if native and kind == "crash":
+        afl = str(options.get("afl_target", "{target}.afl")).format(target=target)
+        tmin = afl_tmin(afl, data, input_mode, exec_timeout_s, (deadline - time.monotonic()) / 2)
+        if tmin and len(tmin) < len(data) and same(tmin):
+            start, used_tmin = tmin, True
+    best, calls = minimize(start, same, deadline)
+    _, best_detail = oracle(best)
+    if gdb_key:
+        best_detail = f"{best_detail}\n{native_detail(target, best, input_mode)}"
+    return {"data": best.hex(), "detail": best_detail or detail, "execs": calls + 2,
+            "identity": gdb_key or want, "afl_tmin": used_tmin,
+            "mismatch": kind == "crash" and bool(spec.get("identity")) and spec["identity"] != (gdb_key or want)}
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    for p in spec.get("sys_path", []):
+        if p not in sys.path:
+            sys.path.append(p)
+    try:
+        result = run_spec(spec)
+    except Exception:  # noqa: BLE001 - the task's ERROR, as data
+        result = {"error": traceback.format_exc()[-4000:]}
+    tmp = spec["result"] + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(result, fh)
+    os.replace(tmp, spec["result"])
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(main(sys.argv[1:]))
