@@ -14,6 +14,7 @@ from symfence.coordinator.journal import (
     lock_holder,
 )
 from symfence.coordinator.stats import read_stats
+from symfence.coordinator.triage import unique_crashes
 
 STATS_NAME = "fuzzer_stats"
 QUARANTINE_PREFIX = "quarantined_"
@@ -38,6 +39,7 @@ def render_status(outdir: Path) -> str:
         raise StatusError(str(exc)) from None
     try:
         snap = journal.snapshot()
+        findings = unique_crashes(journal, outdir)
     finally:
         journal.close()
 
@@ -60,7 +62,10 @@ def render_status(outdir: Path) -> str:
         rows += [(key, value) for key, value in stats.items() if key.startswith(QUARANTINE_PREFIX)]
         rows += [(key, value) for key, value in stats.items() if key.startswith(ENGINE_PREFIX)]
     width = max(len(key) for key, _ in rows)
-    return "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
+    text = "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
+    if findings:
+        text += "\n\nunique crashes and hangs (identity; first found; size; reproduce):\n" + "\n".join(findings)
+    return text
 
 
 def _describe_run(run: RunRecord | None, holder: int | None) -> str:

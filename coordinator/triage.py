@@ -177,3 +177,44 @@ class Triage:
     def stats_items(self) -> dict[str, int]:
         return {"minimized": self.minimized, "minimize_failed": self.min_failed,
                 "minimize_pending": len(self.jobs)}
+
+
+# -- `symfence status` ---------------------------------------------------------------------------
+
+def reproduce_command(target: str, path: str) -> str:
+    """One shell line that runs the plain target on a saved input."""
+    import shlex
+
+    if ":" in target and "/" not in target.partition(":")[0]:
+        module, _, fn = target.partition(":")
+        code = f'import {module} as m; m.{fn}(open("{path}", "rb").read())'
+        return f"python -c {shlex.quote(code)}"
+    return f"{shlex.quote(target)} < {shlex.quote(path)}"
+
+
+def unique_crashes(journal: Any, out_root: Any) -> list[str]:
+    """`symfence status`'s unique-crash lines: identity, first found (campaign time, stage),
+    original and minimized size, and the command that reproduces it."""
+    from pathlib import Path
+
+    root = Path(out_root)
+    rows = journal.triage()
+    lines = []
+    for f in journal.iter_findings():
+        kind = f.kind.value
+        ident, stage, min_data, _ = rows.get((kind, f.finding_id), ("", "", None, None))
+        if kind == "crash":
+            ident = ident or f"{identity_from_detail(f.detail, f.target).key} (recomputed; saved before identities)"
+        else:
+            ident = "hang"
+        folder = root / ("crashes" if kind == "crash" else "hangs")
+        path = next(folder.glob(f"id:{f.finding_id:06d},*"), None)
+        mpath = root / "minimized" / folder.name / path.name if path is not None else None
+        size = f"{len(f.data)} B" + (f" -> {len(min_data)} B minimized" if min_data is not None else ", not minimized yet")
+        shown = mpath if mpath is not None and mpath.exists() else path
+        cmd = reproduce_command(f.target, str(shown)) if shown is not None else "(file missing: --resume rewrites it)"
+        lines.append(f"{kind} {f.finding_id:06d}  {ident}")
+        lines.append(f"    target {f.target}; first found at {f.found_s:.1f} s" + (f" by {stage}" if stage else "")
+                     + f"; {size}")
+        lines.append(f"    reproduce: {cmd}")
+    return lines
