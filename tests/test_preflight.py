@@ -150,7 +150,7 @@ def test_resume_with_a_new_target_fuzzes_it_and_a_refused_change_starts_nothing(
     first = run_campaign(tmp_path, cfg(["examples.magic_header:target"]), ranks=2)
     assert first.code == 0, first.stderr[-2000:]
     assert [p.name for p in (first.out / "crashes").iterdir()] == \
-        ["id:000000,sig:examples.magic_header.MagicHeaderBug,target:examples.magic_header.target"]
+        ["id:000000,sig:MagicHeaderBug-magic_header.target-6d479dbc,target:examples.magic_header.target"]
     refused = run_campaign(tmp_path, cfg(["examples.magic_header:target"], exec_timeout_s=2.0), ranks=2,
                            out=first.out, extra_args=["--resume"])
     assert refused.code == 2 and "concolic.options.exec_timeout_s: changed since the campaign" in refused.stderr
@@ -160,4 +160,4 @@ def test_resume_with_a_new_target_fuzzes_it_and_a_refused_change_starts_nothing(
     changed = [e for e in second.events() if e["event"] == "campaign.config_changed"]
     assert changed and changed[-1]["added_targets"] == ["examples.checksum:target"]
     crashes = sorted(p.name for p in (first.out / "crashes").iterdir())
-    assert crashes[-1] == "id:000001,sig:examples.checksum.ChecksumBug,target:examples.checksum.target", crashes
+    assert crashes[-1] == "id:000001,sig:ChecksumBug-checksum.target-1db145fa,target:examples.checksum.target", crashes
