@@ -93,7 +93,8 @@ class Triage:
         if ident is not None:
             self.identity_of[(kind, f.finding_id)] = ident
         self.journal.note_triage(kind, f.finding_id, identity=ident.key if ident else "", stage=stage)
-        self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, ident.key if ident else "", self.name_of(f)))
+        key = ident.key if ident else ""
+        self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, key, self.name_of(f)))
 
     def _enqueue(self, job: MinJob) -> None:
         if not self.enabled or len(job.data) <= 1:
@@ -104,7 +105,8 @@ class Triage:
 
     def task_for(self, job: MinJob) -> WorkItem:
         sha = sha256_hex(job.data)
-        wid = work_id_for(EXECUTOR, job.target, sha, 0, {**self.base_options, "finding": f"{job.kind}-{job.finding_id}"})
+        named = {**self.base_options, "finding": f"{job.kind}-{job.finding_id}"}
+        wid = work_id_for(EXECUTOR, job.target, sha, 0, named)
         return WorkItem(wid, job.data, sha, job.target, 0, minimize=True)
 
     def options_for(self, item: WorkItem) -> dict[str, Any]:
@@ -137,7 +139,8 @@ class Triage:
                     self.out.minimized(kind, name, min_data)
                     written += 1
             else:
-                self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, key if kind == "crash" else "", name))
+                own = key if kind == "crash" else ""
+                self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, own, name))
         return written
 
     # -- a minimization task's end --------------------------------------------------------------
@@ -149,7 +152,8 @@ class Triage:
             return
         best = None
         for c in result.candidates:
-            if c.kind.value == job.kind and sha256_hex(c.data) == c.sha256 and 0 < len(c.data) <= len(job.data):
+            fits = 0 < len(c.data) <= len(job.data)
+            if c.kind.value == job.kind and sha256_hex(c.data) == c.sha256 and fits:
                 if best is None or len(c.data) < len(best):
                     best = c.data
         if result.status is Status.ERROR or best is None:
@@ -204,17 +208,21 @@ def unique_crashes(journal: Any, out_root: Any) -> list[str]:
         kind = f.kind.value
         ident, stage, min_data, _ = rows.get((kind, f.finding_id), ("", "", None, None))
         if kind == "crash":
-            ident = ident or f"{identity_from_detail(f.detail, f.target).key} (recomputed; saved before identities)"
+            recomputed = identity_from_detail(f.detail, f.target).key
+            ident = ident or f"{recomputed} (recomputed; saved before identities)"
         else:
             ident = "hang"
         folder = root / ("crashes" if kind == "crash" else "hangs")
         path = next(folder.glob(f"id:{f.finding_id:06d},*"), None)
         mpath = root / "minimized" / folder.name / path.name if path is not None else None
-        size = f"{len(f.data)} B" + (f" -> {len(min_data)} B minimized" if min_data is not None else ", not minimized yet")
+        size = f"{len(f.data)} B" + (f" -> {len(min_data)} B minimized" if min_data is not None
+                                     else ", not minimized yet")
         shown = mpath if mpath is not None and mpath.exists() else path
-        cmd = reproduce_command(f.target, str(shown)) if shown is not None else "(file missing: --resume rewrites it)"
+        cmd = reproduce_command(f.target, str(shown)) if shown is not None \
+            else "(file missing: --resume rewrites it)"
         lines.append(f"{kind} {f.finding_id:06d}  {ident}")
-        lines.append(f"    target {f.target}; first found at {f.found_s:.1f} s" + (f" by {stage}" if stage else "")
+        by = f" by {stage}" if stage else ""
+        lines.append(f"    target {f.target}; first found at {f.found_s:.1f} s{by}"
                      + f"; {size}")
         lines.append(f"    reproduce: {cmd}")
     return lines

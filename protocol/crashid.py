@@ -92,7 +92,8 @@ class CrashIdentity:
 # --- Python -----------------------------------------------------------------------------------
 
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # symfence's own folder
-_OWN_DIRS = tuple(os.path.join(_PKG_ROOT, d) + os.sep for d in ("protocol", "coordinator", "worker", "symfence"))
+_OWN_DIRS = tuple(os.path.join(_PKG_ROOT, d) + os.sep
+                  for d in ("protocol", "coordinator", "worker", "symfence"))
 _OWN_PATTERN = re.compile(r"[/\\]symfence[/\\](protocol|coordinator|worker)[/\\]")
 _TOOL_PATTERN = re.compile(r"[/\\](atheris|_pytest|pluggy|pytest|hypothesis)[/\\]|[/\\]pytest_[^/\\]*\.py$")
 _STDLIB_PATTERN = re.compile(r"[/\\]lib[/\\]python3(\.\d+)?[/\\](?!.*(site|dist)-packages)")
@@ -241,7 +242,8 @@ def identity_from_sanitizer_report(text: str) -> CrashIdentity:
                 frames.append(name)
         elif in_stack:
             break  # the first stack only (the access's, not the allocation's)
-    return CrashIdentity(crash_type, tuple(frames), IdentitySource.SANITIZER if frames else IdentitySource.NONE)
+    source = IdentitySource.SANITIZER if frames else IdentitySource.NONE
+    return CrashIdentity(crash_type, tuple(frames), source)
 
 
 # --- native: a debugger's backtrace -------------------------------------------------------------

@@ -54,7 +54,8 @@ def _identity(data: bytes):
     except Exception as exc:  # noqa: BLE001
         text = "".join(traceback.format_exception(exc))
         ident = identity_from_python_exception(exc, "tests.triage_targets:target")
-        assert identity_from_python_traceback(text, "tests.triage_targets:target") == ident  # one rule, both forms
+        # one rule for both forms
+        assert identity_from_python_traceback(text, "tests.triage_targets:target") == ident
         return ident
     raise AssertionError(f"{data!r} does not crash")
 
@@ -78,7 +79,8 @@ def test_python_frames_skip_symfence_and_stdlib_unless_the_target_is_there():
     except ValueError as exc:
         outside = identity_from_python_exception(exc, "mymod:target")
         inside = identity_from_python_exception(exc, "json:loads")
-    assert outside.frames == ("test_triage.test_python_frames_skip_symfence_and_stdlib_unless_the_target_is_there",)
+    assert outside.frames == (
+        "test_triage.test_python_frames_skip_symfence_and_stdlib_unless_the_target_is_there",)
     assert inside.frames[0].startswith("decoder.")  # the target is in the standard library: its frames count
 
 
@@ -122,7 +124,8 @@ def test_frameless_native_crash_falls_back_to_the_edge_path():
     c = identity_from_detail("SIGSEGV: x killed by SIGSEGV", "x", [5, 9])
     assert a == b and a != c and a.source is IdentitySource.EDGE_PATH
     report = "==1==ERROR: AddressSanitizer: stack-buffer-overflow on address 0x1\nWRITE of size 8 at 0x1\n" \
-             "    #0 0x1 in __interceptor_memcpy (/usr/lib/libasan.so.8+0x1)\n    #1 0x2 in fill /src/f.c:3:5\n"
+             "    #0 0x1 in __interceptor_memcpy (/usr/lib/libasan.so.8+0x1)\n" \
+             "    #1 0x2 in fill /src/f.c:3:5\n"
     assert identity_from_sanitizer_report(report).key == "stack-buffer-overflow WRITE 8 @ fill"
 
 
@@ -157,7 +160,8 @@ def test_campaign_keeps_distinct_bugs_minimizes_them_and_resumes_with_old_names(
         with pytest.raises((ValueError, LookupError)):
             triage_targets.target(data)
     report = render_status(run.out)
-    assert report.count(" -> ") == 3 and "ValueError @ triage_targets._read_length > triage_targets.parse_body" \
+    body = "ValueError @ triage_targets._read_length > triage_targets.parse_body"
+    assert report.count(" -> ") == 3 and body \
         in report and "reproduce: python -c" in report, report
     identity_lines = [p.read_text().splitlines()[0] for p in (run.out / "crash_details").iterdir()]
     assert all(l.startswith("identity: ") for l in identity_lines)
@@ -174,5 +178,6 @@ def test_campaign_keeps_distinct_bugs_minimizes_them_and_resumes_with_old_names(
     assert again.code == 0, again.explain()
     names = sorted(p.name for p in (run.out / "crashes").iterdir())
     assert len(names) == 3, names  # the same bugs, found again, are not saved again
-    assert sorted(n.split(",sig:")[1].split(",")[0] for n in names) == ["LookupError", "ValueError", "ValueError"]
+    old_sigs = sorted(n.split(",sig:")[1].split(",")[0] for n in names)
+    assert old_sigs == ["LookupError", "ValueError", "ValueError"]
     assert len(list((run.out / "minimized" / "crashes").iterdir())) == 3  # owed minimizations done on resume

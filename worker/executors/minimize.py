@@ -53,16 +53,17 @@ class MinimizeExecutor:
         folder = tempfile.mkdtemp(prefix="symfence-minimize-")
         spec = {"target": task.target, "kind": kind, "identity": str(own.get("identity", "")),
                 "executor": str(own.get("executor", "")), "options": opts, "data": task.data.hex(),
-                "budget_s": budget_s, "result": os.path.join(folder, "result.json"), "sys_path": list(sys.path)}
+                "budget_s": budget_s, "result": os.path.join(folder, "result.json"),
+                "sys_path": list(sys.path)}
         path = os.path.join(folder, "spec.json")
         with open(path, "w") as fh:
             json.dump(spec, fh)
         run = _Run(task, None, folder, time.monotonic(), budget_s, kind)
         try:
             with open(os.path.join(folder, "stderr"), "wb") as err:
-                run.proc = subprocess.Popen([self._python, "-m", "symfence.worker.triage.minimize_child", path],
-                                            env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=err, start_new_session=True)
+                argv = [self._python, "-m", "symfence.worker.triage.minimize_child", path]
+                run.proc = subprocess.Popen(argv, env=child_env(), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         except OSError as exc:
             run.ready = Outcome(ExitKind.ERROR, error=f"cannot start the minimizer: {exc}")
         self._run = run
@@ -94,14 +95,16 @@ class MinimizeExecutor:
             with open(os.path.join(run.folder, "result.json")) as fh:
                 result = json.load(fh)
         except (OSError, ValueError):
-            return Outcome(ExitKind.ERROR, wall_s=wall, error=f"the minimizer died (exit {run.proc.returncode})")
+            why = f"the minimizer died (exit {run.proc.returncode})"
+            return Outcome(ExitKind.ERROR, wall_s=wall, error=why)
         if "error" in result:
             return Outcome(ExitKind.ERROR, wall_s=wall, error=str(result["error"]))
         status = ExitKind.HANG if run.kind == "hang" else ExitKind.CRASH
         data = bytes.fromhex(result["data"])
         cand = CandidateOut(data, {}, status, 0, str(result.get("detail", "")))
         stats = {"minimized_from": len(run.task.data), "minimized_to": len(data),
-                 "afl_tmin": int(bool(result.get("afl_tmin"))), "identity_mismatch": int(bool(result.get("mismatch")))}
+                 "afl_tmin": int(bool(result.get("afl_tmin"))),
+                 "identity_mismatch": int(bool(result.get("mismatch")))}
         return Outcome(status, candidates=(cand,), wall_s=wall, execs=int(result.get("execs", 1)),
                        error=str(result.get("detail", "")), stats=stats)
 

@@ -54,7 +54,8 @@ def python_oracle(target: str, exec_timeout_s: float) -> Callable[[bytes], tuple
             return "hang", f"execution exceeded {exec_timeout_s:g} s of CPU time"
         except BaseException as exc:  # noqa: BLE001 - what the target raises is the crash
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-            return identity_from_python_exception(exc, target).key, "".join(traceback.format_exception(exc))[-8000:]
+            text = "".join(traceback.format_exception(exc))[-8000:]
+            return identity_from_python_exception(exc, target).key, text
         finally:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         return "ok", ""
@@ -83,7 +84,8 @@ def native_oracle(binary: str, input_mode: str, exec_timeout_s: float) -> Callab
     return run
 
 
-def afl_tmin(afl_binary: str, data: bytes, input_mode: str, exec_timeout_s: float, budget_s: float) -> bytes | None:
+def afl_tmin(afl_binary: str, data: bytes, input_mode: str, exec_timeout_s: float,
+             budget_s: float) -> bytes | None:
     tool = shutil.which("afl-tmin")
     if tool is None or not os.path.exists(afl_binary) or budget_s < 2:
         return None
@@ -131,7 +133,9 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         outcome, _ = oracle(candidate)
         if outcome != want:
             return False
-        return not gdb_key or identity_from_detail(native_detail(target, candidate, input_mode)).key == gdb_key
+        if not gdb_key:
+            return True
+        return identity_from_detail(native_detail(target, candidate, input_mode)).key == gdb_key
 
     start, used_tmin = data, False
     if native and kind == "crash":
@@ -145,7 +149,8 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         best_detail = f"{best_detail}\n{native_detail(target, best, input_mode)}"
     return {"data": best.hex(), "detail": best_detail or detail, "execs": calls + 2,
             "identity": gdb_key or want, "afl_tmin": used_tmin,
-            "mismatch": kind == "crash" and bool(spec.get("identity")) and spec["identity"] != (gdb_key or want)}
+            "mismatch": kind == "crash" and bool(spec.get("identity"))
+            and spec["identity"] != (gdb_key or want)}
 
 
 def main(argv: list[str]) -> int:

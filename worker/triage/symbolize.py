@@ -45,7 +45,8 @@ def run_once(binary: str, data: bytes, input_mode: str = "stdin", timeout_s: flo
         fh.flush()
         env = {**os.environ, **SANITIZER_ENV}
         try:
-            proc = subprocess.run(_argv(binary, fh.name, input_mode), input=data if input_mode != "file" else b"",
+            stdin = data if input_mode != "file" else b""
+            proc = subprocess.run(_argv(binary, fh.name, input_mode), input=stdin,
                                   capture_output=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             return 999, ""
