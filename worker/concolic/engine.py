@@ -40,7 +40,7 @@ from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
 from symfence.worker.concolic.replay import Verdict, replay_plain
 from symfence.worker.concolic.symbolic import LENGTH_BIT
-from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
 _MAX_KINDS = 24  # concretisation kinds reported per task (the rest add up in concretised_other)

@@ -24,14 +24,10 @@ from symfence.protocol.coverage import edges_from_sites
 from symfence.worker.concolic.instrument import Target
 from symfence.worker.concolic.models import InputVariables, make_input
 from symfence.worker.concolic.symbolic import Recorder, recording
-from symfence.worker.executors.base import ExitKind
+from symfence.worker.engine_api import ExecTimeout, ExitKind
 
 _REARM_S = 0.1
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-class ExecTimeout(BaseException):
-    """Raised inside a target that exceeded its time limit."""
 
 
 _armed = False

@@ -38,6 +38,7 @@ from symfence.worker.concolic.models import (
     sym_truth,
     sym_type,
 )
+from symfence.worker.engine_api import TargetLoadError
 
 Target = Callable[[bytes], object]
 
@@ -58,10 +59,6 @@ NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", 
          "keyword", "reprlib", "inspect", "ast", "dis", "tokenize", "token")
 
 _loaded: dict[tuple[str, tuple[str, ...]], Target] = {}
-
-
-class TargetLoadError(Exception):
-    """The target spec is malformed, or its module cannot be imported or lacks the function."""
 
 
 def _bound_names(tree: ast.AST) -> set[str]:

@@ -1,73 +1,11 @@
-"""The executor interface: what a worker asks of anything that runs one task."""
+"""The executor interface under its historical import path: re-exports ``worker.engine_api``.
+
+New code imports ``symfence.worker.engine_api``; this module exists so callers written against
+``worker.executors.base`` keep working, and defines nothing of its own.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from symfence.worker.engine_api import Candidate, CandidateOut, Executor, ExitKind, Outcome, Task
 
-from symfence.protocol.messages import Status
-
-
-# How one execution (or one task) ended; the same enum as the wire's status.
-ExitKind = Status
-
-
-@dataclass(frozen=True)
-class Task:
-    """One unit of work handed to an executor (the worker strips the MPI envelope)."""
-
-    token: str  # dispatch token; executors must not interpret it
-    work_id: str
-    data: bytes
-    target: str  # executor-specific, e.g. "examples.magic_header:target" for concolic
-    bound: int = 0  # generational-search bound (SAGE): flip branches with index >= bound
-    options: Mapping[str, Any] = field(default_factory=dict)
-    attempt: int = 1  # which dispatch of this work_id this is (retries after expiry count up)
-
-
-@dataclass(frozen=True)
-class CandidateOut:
-    """A new input produced by a task, already replayed concretely by the executor."""
-
-    data: bytes
-    trace: Mapping[int, int]  # edge index (0..65535) -> raw hit count, from the concrete replay
-    kind: ExitKind = ExitKind.OK  # a candidate whose replay crashed or hung is a finding
-    bound: int = 0  # bound for the child work item (generational search: flipped index + 1)
-    detail: str = ""  # traceback text for a crash, reason for a hang
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one task produced. Every field is plain data so it can cross a process boundary."""
-
-    status: ExitKind
-    trace: Mapping[int, int] = field(default_factory=dict)  # coverage of the task's own input
-    candidates: tuple[CandidateOut, ...] = ()
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    solver_s: float = 0.0
-    execs: int = 0  # concrete + symbolic executions of the target performed for this task
-    error: str = ""  # traceback / message for CRASH (of the input itself) or ERROR
-    stats: Mapping[str, int] = field(default_factory=dict)  # executor counters (queries, unsat, ...)
-    tokens: tuple[bytes, ...] = ()  # comparison constants seen (concolic): the fuzzer's dictionary
-
-
-class Executor(Protocol):
-    """Runs one task at a time. The worker loop polls it so it can keep serving MPI meanwhile.
-
-    - ``start`` begins a task (never called while one is running).
-    - ``wait`` blocks for at most ``timeout_s`` and returns the Outcome when the task is done,
-      else None. It must never raise because of the target: target exceptions are CRASH,
-      target time-outs are HANG, executor failures are ERROR outcomes.
-    - ``abort`` stops the running task as fast as possible (CANCEL from the coordinator);
-      afterwards ``wait`` returns None until the next ``start``.
-    - ``close`` releases processes/files; called once at worker exit.
-    """
-
-    def start(self, task: Task) -> None: ...
-
-    def wait(self, timeout_s: float) -> Outcome | None: ...
-
-    def abort(self) -> None: ...
-
-    def close(self) -> None: ...
+__all__ = ["Candidate", "CandidateOut", "Executor", "ExitKind", "Outcome", "Task"]

@@ -30,6 +30,7 @@ from coverage.disposition import disposition_init
 from coverage.tracer import CFileDisposition, CTracer
 
 from symfence.protocol.coverage import MAP_SIZE
+from symfence.worker.engine_api import ExecTimeout, TargetLoadError
 
 _SYMFENCE_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
@@ -40,10 +41,6 @@ _SYMFENCE_DIRS = tuple(
         importlib.util.find_spec("symfence.worker").origin,  # type: ignore[union-attr]
     )
 )
-
-
-class TargetLoadError(Exception):
-    """The target spec cannot be imported or does not name a callable."""
 
 
 def load_callable(spec: str) -> tuple[types.ModuleType, Callable[[bytes], Any]]:
@@ -120,10 +117,6 @@ def _file_key(filename: str) -> int:
         if filename.startswith(root) and len(root) > len(best):
             best = root
     return zlib.crc32(filename[len(best):].encode())
-
-
-class ExecTimeout(BaseException):
-    """Raised inside a traced execution that exceeded its time limit."""
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
