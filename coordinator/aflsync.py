@@ -362,7 +362,7 @@ class AflSide:
         self.imported = 0
         self.fleet: AflFleet | None = None
         if s["launch"]:
-            from symfence.worker.native.base import NativeOptions
+            from symfence.protocol.options import NativeOptions
             opts = NativeOptions.from_mapping(cfg["native.options"])
             binary = s["launch_binary"] or opts.afl_path(self.target)
             afl_fuzz = shutil.which("afl-fuzz")

@@ -1228,7 +1228,7 @@ class Coordinator:
     def _exec_timeout_ms(self) -> int:
         if self.executor not in PYTHON_EXECUTORS:
             return 0
-        from symfence.worker.concolic.options import EngineOptions
+        from symfence.protocol.options import EngineOptions
 
         return int(EngineOptions.from_mapping(self.options).exec_timeout_s * 1000)
 

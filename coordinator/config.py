@@ -113,7 +113,7 @@ def _options(key: str, v: Any) -> dict[str, Any]:
         raise ConfigError(key, "must be a table of scalar values")
     # The engine's own option table (z3-free): unknown keys and wrong types are errors here,
     # before anything is launched, not task errors later.
-    from symfence.worker.concolic.options import EngineOptions, OptionError
+    from symfence.protocol.options import EngineOptions, OptionError
 
     try:
         EngineOptions.check(v)
@@ -123,7 +123,7 @@ def _options(key: str, v: Any) -> dict[str, Any]:
 
 
 def _native_options(key: str, v: Any) -> dict[str, Any]:
-    from symfence.worker.native.base import NativeOptions
+    from symfence.protocol.options import NativeOptions
 
     if type(v) is not dict or not all(type(x) in (str, int, float, bool) for x in v.values()):
         raise ConfigError(key, "must be a table of scalar values")

@@ -105,7 +105,7 @@ def check_targets(cfg: Config, *, timeout_s: float = TARGET_IMPORT_TIMEOUT_S) ->
         return
     if os.environ.get(CHECKED_ENV) == targets_digest(cfg):
         return  # `symfence run` imported exactly these, from here, a moment ago
-    from symfence.worker.executors.childenv import child_env
+    from symfence.protocol.childenv import child_env
 
     targets = list(cfg["campaign.targets"])
     cmd = [sys.executable, "-m", "symfence.worker.concolic.check", *targets]
@@ -223,7 +223,7 @@ def check_native_targets(cfg: Config) -> None:
     """Native targets: each binary (and its AFL build, when an AFL oracle is configured) exists."""
     if cfg["campaign.executor"] != "native":
         return
-    from symfence.worker.native.base import NativeOptions
+    from symfence.protocol.options import NativeOptions
 
     opts = NativeOptions.from_mapping(cfg["native.options"])
     for target in cfg["campaign.targets"]:
