@@ -4,7 +4,8 @@ A finding becomes a finding only if the uninstrumented target, imported normally
 ``python`` process with the same ``sys.path``, crashes (any exception, or the process dies)
 or exceeds the time limit on the same input. The child is a few lines run with ``-c`` (it
 imports neither symfence nor z3); the input goes through stdin, the verdict comes back as the
-exit status, the plain traceback on stderr.
+exit status, the plain traceback on stderr. Its environment is ``protocol.childenv``'s, with the
+engine's ``sys.path`` as ``PYTHONPATH`` (a ``-c`` child has no other way to receive it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+
+from symfence.protocol.childenv import child_env
 
 _OK, _CRASH, _HANG, _LOAD = 0, 10, 11, 12
 
@@ -64,7 +67,7 @@ class Replay:
 
 def replay_plain(target: str, data: bytes, timeout_s: float, *, python: str | None = None) -> Replay:
     """Run ``target`` (``module:function``) on ``data`` in a fresh interpreter, without the engine."""
-    env = dict(os.environ)
+    env = child_env()
     paths = [p if p else os.getcwd() for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.pop("PYTHONSTARTUP", None)

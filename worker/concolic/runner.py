@@ -1,60 +1,43 @@
-"""Child-process side of the concolic executor: runs the tasks its parent sends over a pipe.
+"""Child side of the concolic executor: the embedded engine as a ``childserve`` handler.
 
-Started as ``python -m symfence.worker.concolic.runner FD_IN FD_OUT`` by
-``worker.executors.concolic.ConcolicExecutor``. Messages are pickled tuples on
-``multiprocessing.connection.Connection`` framing (both ends are our own local processes; the
-MPI wire never carries pickle):
-
-parent -> child: ``("task", Task, sys_path)``, ``("stop",)``
-child -> parent: ``("ready", pid)``, then per task ``("accepted",)``,
-``("exec", monotonic_s, data, bound, is_input)`` before each concrete execution,
-``("input", trace)`` once the input itself ran fine, ``("candidate", CandidateOut)`` after each
-child's replay, ``("confirming",)`` before crashes and hangs are replayed on the plain target
-in a fresh process, and finally ``("done", Outcome)``. The stream lets the parent say what was
-running if this process dies or has to be killed.
+Run as ``python -m symfence.worker.childserve symfence.worker.concolic.runner ...`` by
+``worker.executors.concolic``. The engine's progress (``engine.Progress``) becomes the seam's
+events: ``Entered`` INPUT or CANDIDATE before each concrete execution, ``InputTraced`` once the
+input itself ran fine, ``Found`` after each child's replay, ``Entered`` ENGINE before crashes and
+hangs are replayed on the plain target in a fresh process. This process owns SIGALRM (the
+per-execution time limit) and limits its address space to the task's ``memory_limit_mb``.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import resource
-import signal
-import sys
-import time
-from multiprocessing.connection import Connection
 from typing import Mapping
 
+from symfence.protocol.options import EngineOptions
+from symfence.worker.childserve import Events
+from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.execution import own_alarm_signal
-from symfence.worker.concolic.options import EngineOptions
-from symfence.worker.executors.base import CandidateOut
+from symfence.worker.engine_api import Candidate, Outcome, Phase
 
 
-class PipeProgress:
-    """Streams a task's progress to the parent."""
+class _Progress:
+    """The engine's Progress observer, streamed to the parent."""
 
-    def __init__(self, conn: Connection):
-        self._conn = conn
+    def __init__(self, events: Events) -> None:
+        self._events = events
 
     def executing(self, data: bytes, bound: int, is_input: bool) -> None:
-        self._conn.send(("exec", time.monotonic(), data, bound, is_input))
+        self._events.entered(Phase.INPUT if is_input else Phase.CANDIDATE, data, bound)
 
     def input_done(self, trace: Mapping[int, int]) -> None:
-        self._conn.send(("input", dict(trace)))
+        self._events.input_traced(trace)
 
-    def candidate(self, candidate: CandidateOut) -> None:
-        self._conn.send(("candidate", candidate))
+    def candidate(self, candidate: Candidate) -> None:
+        self._events.found(candidate)
 
     def confirming(self) -> None:
-        self._conn.send(("confirming",))
-
-
-def _extend_sys_path(paths: list[str]) -> None:
-    missing = [p for p in paths if p not in sys.path]
-    if missing:
-        sys.path.extend(missing)
-        importlib.invalidate_caches()
+        self._events.entered(Phase.ENGINE)
 
 
 def apply_memory_limit(limit_mb: int) -> None:
@@ -70,38 +53,21 @@ def apply_memory_limit(limit_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def serve(inbox: Connection, outbox: Connection) -> None:
-    """Answer tasks until the parent says stop or goes away."""
-    engine = ConcolicEngine()
-    progress = PipeProgress(outbox)
-    outbox.send(("ready", os.getpid()))
-    while True:
+class ConcolicHandler:
+    def __init__(self) -> None:
+        own_alarm_signal()
+        self._engine = ConcolicEngine()
+
+    def run(self, request: RunTask, events: Events) -> Outcome:
         try:
-            message = inbox.recv()
-        except EOFError:
-            return
-        if message[0] == "stop":
-            return
-        _, task, sys_path = message
-        _extend_sys_path(sys_path)
-        try:
-            apply_memory_limit(EngineOptions.from_mapping(task.options).memory_limit_mb)
+            apply_memory_limit(EngineOptions.from_mapping(request.task.options).memory_limit_mb)
         except ValueError:
             pass  # the engine reports bad options as the task's error
-        outbox.send(("accepted",))
-        outbox.send(("done", engine.run_task(task, progress)))
+        return self._engine.run_task(request.task, _Progress(events))
+
+    def close(self) -> None:
+        pass
 
 
-def main(argv: list[str]) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
-    own_alarm_signal()
-    inbox = Connection(int(argv[0]), writable=False)
-    outbox = Connection(int(argv[1]), readable=False)
-    try:
-        serve(inbox, outbox)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the parent is gone
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def handler(scratch_dir: str) -> ConcolicHandler:
+    return ConcolicHandler()
