@@ -1,30 +1,25 @@
-"""The native engine's child process: runs tasks (engine + oracle) and streams its progress.
+"""The native engine's child side: runs tasks (engine + oracle) as a ``childserve`` handler.
 
-    python -m symfence.worker.native.runner READ_FD WRITE_FD
-
-Parent -> child: ``("task", target, data, bound, options)``, ``("stop",)``.
-Child -> parent: ``("ready",)``, ``("phase", name, data, bound)`` when an execution or engine
-run starts (name: input, engine, candidate), ``("pgid", pgid)`` while a SymCC run is alive
-(0 when it ended), ``("candidate", CandidateOut)``, ``("done", Outcome)``. The parent enforces
-the time-outs and kills this process group; this process enforces its memory limit
-(``RLIMIT_AS``) and reports ``MemoryError`` as an out-of-memory finding.
+Run as ``python -m symfence.worker.childserve symfence.worker.native.runner ...`` by
+``worker.executors.native``. It streams ``Entered`` when an execution or engine run starts
+(INPUT, ENGINE, CANDIDATE), ``SubGroup`` while a SymCC run is alive (0 when it ended) and
+``Found`` per candidate. The parent enforces the time-outs and kills this process group; this
+process enforces its memory limit (``RLIMIT_AS``) and reports ``MemoryError`` as an
+out-of-memory finding. Engines and oracles are built once per (target, relevant options).
 """
 
 from __future__ import annotations
 
-import os
 import resource
-import sys
 import time
 import traceback
 import zlib
-from multiprocessing.connection import Connection
 from typing import Any
 
-from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome
-from symfence.worker.native.base import NativeError, NativeOptions, RunKind, RunResult
-
-OOM_MARK = "MemoryError"  # the exception type the coordinator classes as an out-of-memory finding
+from symfence.worker.childserve import Events
+from symfence.worker.childwire import RunTask
+from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Phase
+from symfence.worker.native.base import OOM_MARK, NativeError, NativeOptions, RunKind, RunResult
 
 
 def target_salt(target: str) -> int:
@@ -52,12 +47,13 @@ def exit_kind(kind: RunKind) -> ExitKind:
 
 
 class Runner:
-    def __init__(self, conn_in: Connection, conn_out: Connection):
-        self.conn_in = conn_in
-        self.conn_out = conn_out
+    """The child-side handler: engines and oracles kept warm between tasks."""
+
+    def __init__(self, work_dir: str):
         self.engines: dict[tuple, Any] = {}
         self.oracles: dict[tuple, Any] = {}
-        self.work_dir = os.environ.get("SYMFENCE_NATIVE_DIR") or None
+        self.work_dir = work_dir or None
+        self.events: Events | None = None  # of the task in flight (a SymCC run reports its group)
         self.hard_as = resource.getrlimit(resource.RLIMIT_AS)[1]
 
     # -- components, built once per (target, relevant options) -----------------------------
@@ -72,8 +68,12 @@ class Runner:
             else:
                 from symfence.worker.native.symcc_engine import SymccEngine
                 self.engines[key] = SymccEngine(target, opts, work_dir=self.work_dir,
-                                                on_spawn=lambda pgid: self.conn_out.send(("pgid", pgid)))
+                                                on_spawn=self._spawned)
         return self.engines[key]
+
+    def _spawned(self, pgid: int) -> None:
+        if self.events is not None:
+            self.events.subgroup(pgid)
 
     def oracle(self, target: str, opts: NativeOptions) -> Any:
         if opts.oracle == "engine":
@@ -91,7 +91,23 @@ class Runner:
 
     # -- one task -------------------------------------------------------------------------------
 
-    def run_task(self, target: str, data: bytes, bound: int, options: dict[str, Any]) -> Outcome:
+    def run(self, request: RunTask, events: Events) -> Outcome:
+        task = request.task
+        self.events = events
+        try:
+            return self.run_task(task.target, task.data, task.bound, dict(task.options), events)
+        except NativeError as exc:
+            return Outcome(ExitKind.ERROR, error=f"native: {exc}")
+        except MemoryError:
+            return Outcome(ExitKind.CRASH, error=f"{OOM_MARK}: the engine child exceeded its "
+                           "memory limit on this input", stats={"engine_oom": 1})
+        except Exception:  # noqa: BLE001 - an engine bug is this task's ERROR, not our death
+            return Outcome(ExitKind.ERROR, error=traceback.format_exc()[-4000:])
+        finally:
+            self.events = None
+
+    def run_task(self, target: str, data: bytes, bound: int, options: dict[str, Any],
+                 events: Events) -> Outcome:
         t0, c0 = time.monotonic(), time.process_time()
         opts = NativeOptions.from_mapping(options)
         # mem_limit_mb bounds resident memory (the engine checks it as it emulates and raises
@@ -102,12 +118,11 @@ class Runner:
         resource.setrlimit(resource.RLIMIT_AS, (soft, self.hard_as))
         engine = self.engine(target, opts)
         oracle = self.oracle(target, opts)
-        send = self.conn_out.send
         execs = 0
         salt = target_salt(target)
         own: RunResult | None = None
         if oracle is not None:
-            send(("phase", "input", data, bound))
+            events.entered(Phase.INPUT, data, bound)
             own = oracle.run(data)
             execs += 1
             if own.kind is RunKind.HANG or bound >= opts.max_branches:
@@ -123,7 +138,7 @@ class Runner:
                 return Outcome(status, trace=salted(own.trace, salt), error=error,
                                wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
                                stats={"not_explored": 1})
-        send(("phase", "engine", data, bound))
+        events.entered(Phase.ENGINE, data, bound)
         try:
             run = engine.explore(data, bound)
         except MemoryError as exc:
@@ -140,7 +155,7 @@ class Runner:
         stats_oom = 0
         for gen in run.candidates:
             child_bound = gen.bound if gen.bound is not None else 0
-            send(("phase", "candidate", gen.data, child_bound))
+            events.entered(Phase.CANDIDATE, gen.data, child_bound)
             try:
                 replay = oracle.run(gen.data) if oracle is not None else engine.replay(gen.data)
             except MemoryError as exc:  # this candidate exhausts the engine: an OOM finding
@@ -150,7 +165,7 @@ class Runner:
                                 replay.detail if replay.kind is not RunKind.OK else "")
             stats_oom = stats_oom + (replay.kind is RunKind.OOM)
             candidates.append(cand)
-            send(("candidate", cand))
+            events.found(cand)
         assert own is not None
         status = exit_kind(own.kind)
         error = own.detail if status is not ExitKind.OK else ""
@@ -163,28 +178,6 @@ class Runner:
                        error=error,
                        stats={**{k: int(v) for k, v in run.stats.items()}, "engine_oom": stats_oom})
 
-    def serve(self) -> None:
-        self.conn_out.send(("ready",))
-        while True:
-            try:
-                message = self.conn_in.recv()
-            except EOFError:
-                return
-            if message[0] == "stop":
-                return
-            _, target, data, bound, options = message
-            self.conn_out.send(("accepted",))
-            try:
-                outcome = self.run_task(target, data, bound, options)
-            except NativeError as exc:
-                outcome = Outcome(ExitKind.ERROR, error=f"native: {exc}")
-            except MemoryError:
-                outcome = Outcome(ExitKind.CRASH, error=f"{OOM_MARK}: the engine child exceeded its "
-                                  "memory limit on this input", stats={"engine_oom": 1})
-            except Exception:  # noqa: BLE001 - an engine bug is this task's ERROR, not our death
-                outcome = Outcome(ExitKind.ERROR, error=traceback.format_exc()[-4000:])
-            self.conn_out.send(("done", outcome))
-
     def close(self) -> None:
         for part in (*self.engines.values(), *self.oracles.values()):
             try:
@@ -193,16 +186,5 @@ class Runner:
                 pass
 
 
-def main(argv: list[str]) -> int:
-    conn_in = Connection(int(argv[0]), writable=False)
-    conn_out = Connection(int(argv[1]), readable=False)
-    runner = Runner(conn_in, conn_out)
-    try:
-        runner.serve()
-    finally:
-        runner.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def handler(scratch_dir: str) -> Runner:
+    return Runner(scratch_dir)
