@@ -1,31 +1,29 @@
-"""Executors by name: what a WORK's `executor` field selects on the worker."""
+"""Executors by name: what a WORK's `executor` field selects on the worker.
+
+The executor named ``NAME`` is the module ``symfence.worker.executors.NAME`` and its
+``executor()`` factory: adding an engine is adding that module (docs/design.md, "Executors").
+"""
 
 from __future__ import annotations
 
-from symfence.worker.executors.base import Executor
+import importlib
+
+from symfence.worker.engine_api import Executor
+
+_NOT_EXECUTORS = frozenset({"base", "traced"})  # the seam's helpers in this package
 
 
 def make_executor(name: str) -> Executor:
-    if name == "synthetic":
-        from symfence.worker.executors.synthetic import SyntheticExecutor
-
-        return SyntheticExecutor()
-    if name == "concolic":
-        from symfence.worker.executors.concolic import ConcolicExecutor
-        from symfence.worker.executors.traced import TracedExecutor
-
-        return TracedExecutor(ConcolicExecutor(), trace_input=True, keep_inner=True)
-    if name == "fuzz":
-        from symfence.worker.executors.fuzz import FuzzExecutor
-        from symfence.worker.executors.traced import TracedExecutor
-
-        return TracedExecutor(FuzzExecutor(), trace_input=False)
-    if name == "native":
-        from symfence.worker.executors.native import NativeExecutor
-
-        return NativeExecutor()
-    if name == "minimize":
-        from symfence.worker.executors.minimize import MinimizeExecutor
-
-        return MinimizeExecutor()
-    raise ValueError(f"unknown executor {name!r}")
+    if not name.isidentifier() or not name.islower() or name in _NOT_EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}")
+    try:
+        module = importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise ValueError(f"unknown executor {name!r}") from None
+    factory = getattr(module, "executor", None)
+    if factory is None:
+        raise ValueError(f"unknown executor {name!r}")
+    made: Executor = factory()
+    return made

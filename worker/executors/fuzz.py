@@ -3,8 +3,8 @@
 The WORK's data is a ``protocol.fuzzslice`` spec: corpus entries and dictionary tokens this
 worker does not have yet for that target. The executor keeps, per target, a corpus folder (every
 entry the coordinator sent plus every input its own slices kept) and a dictionary, so a slice
-never resends the whole queue. A slice runs ``python -m symfence.worker.fuzz.slice_child`` for
-``slice_s`` seconds of fuzzing (start-up not counted); Python exceptions and CPU time-outs are
+never resends the whole queue. A slice runs ``worker.fuzz.slice_child`` in a
+``worker.childproc.ChildProcess`` (its stderr is libFuzzer's log) for ``slice_s`` seconds of fuzzing (start-up not counted); Python exceptions and CPU time-outs are
 caught inside (the run goes on), and when something Python cannot catch ends the process early
 (native crash, native hang past libFuzzer's ``-timeout``, out of memory) the executor keeps
 libFuzzer's artifact, drops that input from the corpus and starts the child again for the rest
@@ -19,23 +19,21 @@ Options (``Task.options``): ``slice_s``, ``exec_timeout_s``, ``max_len``, ``max_
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
-
 from symfence.protocol.fuzzslice import unpack_spec
-from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
-from symfence.worker.realtrace.client import child_env
+from symfence.protocol.options import FuzzOptions
+from symfence.worker import childwire as wire
+from symfence.worker.childproc import ChildProcess
+from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 
+_ENGINE = "symfence.worker.fuzz.slice_child"
 _MIN_RUN_S = 1  # libFuzzer's -max_total_time is whole seconds; less is not worth a restart
 _RESTART_ALLOWANCE_S = 10.0  # wall time (start-ups excluded) beyond twice the slice length
 _MAX_RESTARTS = 50
@@ -44,28 +42,6 @@ _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitK
                    "timeout": ExitKind.HANG}
 _MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest stay in this worker's corpus)
 _FINAL_EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
-
-
-@dataclass(frozen=True)
-class FuzzOptions:
-    slice_s: float = 10.0
-    exec_timeout_s: float = 1.0
-    max_len: int = 4096  # 0 = libFuzzer's gradual length control (restarts with every slice)
-    max_candidates: int = 1000
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, Any]) -> FuzzOptions:
-        values: dict[str, Any] = {}
-        for name, default in ((f, getattr(cls, f)) for f in cls.__dataclass_fields__):
-            if name not in options:
-                continue
-            v = options[name]
-            if type(default) is int and (type(v) is not int or v < (0 if name == "max_len" else 1)):
-                raise ValueError(f"option {name} must be a positive int, not {v!r}")
-            if type(default) is float and (type(v) not in (int, float) or not v > 0):
-                raise ValueError(f"option {name} must be a positive number, not {v!r}")
-            values[name] = type(default)(v)
-        return cls(**values)
 
 
 def _dict_line(i: int, token: bytes) -> str:
@@ -111,10 +87,11 @@ class _Slice:
     folder: Path
     started: float
     fuzz_s: float = 0.0  # fuzzing time used so far (from each run's first execution to its end)
-    proc: subprocess.Popen | None = None
+    proc: ChildProcess | None = None
     run_started: float = 0.0
     run_budget: float = 0.0  # this run's -max_total_time
-    run_started_wall: float = 0.0
+    first_exec: float | None = None  # this run's first execution (monotonic), from the child
+    counted: int = 0  # this run's executions as the child last counted them
     startup_s: float = 0.0  # the runs' start-ups (import, instrumentation): not slice time
     runs: int = 0
     restarts: int = 0
@@ -173,10 +150,10 @@ class FuzzExecutor:
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             assert run.proc is not None
-            pid, status, usage = os.wait4(run.proc.pid, os.WNOHANG)
-            if pid:
-                run.proc.returncode = os.waitstatus_to_exitcode(status)
-                run.cpu_s += usage.ru_utime + usage.ru_stime
+            ended = run.proc.exited() is not None
+            self._drain(run)  # after the exit check: what it sent before exiting is all there
+            if ended:
+                run.cpu_s += run.proc.cpu_s
                 return self._run_ended(run)
             now = time.monotonic()
             if now > run.run_started + run.run_budget + _START_GRACE_S + 2 * run.options.exec_timeout_s:
@@ -185,6 +162,28 @@ class FuzzExecutor:
             if now >= deadline:
                 return None
             time.sleep(min(0.01, deadline - now))
+
+    def _drain(self, run: _Slice) -> None:
+        """Take in what the child streamed: its first execution and its execution count."""
+        proc = run.proc
+        assert proc is not None
+        try:
+            while proc.poll(0):
+                message = proc.recv()
+                if isinstance(message, wire.Entered) and run.first_exec is None:
+                    run.first_exec = message.since
+                elif isinstance(message, wire.Counted):
+                    run.counted = message.execs
+                elif isinstance(message, wire.Done):  # the harness failed before fuzzing
+                    with (run.folder / "log").open("a") as log:
+                        log.write(message.outcome.error)
+                    proc.kill_group()
+        except (EOFError, OSError):
+            return  # it ended: the exit check sees it
+        except wire.ChildProtocolError as exc:
+            with (run.folder / "log").open("a") as log:
+                log.write(f"fuzz child sent a malformed message: {exc}\n")
+            proc.kill_group()
 
     def abort(self) -> None:
         run, self._run = self._run, None
@@ -219,42 +218,30 @@ class FuzzExecutor:
             args += [f"-max_len={opts.max_len}", "-len_control=0"]
         if run.state.tokens:
             args.append(f"-dict={run.state.dictionary}")
-        spec = {"target": run.task.target, "sys_path": list(sys.path), "libfuzzer_args": args,
-                "found_dir": str(run.folder / "found"), "exec_timeout_s": opts.exec_timeout_s,
-                "execs_path": str(run.folder / "execs")}
-        (run.folder / "spec.json").write_text(json.dumps(spec))
-        (run.folder / "execs").write_text("0")
-        with (run.folder / "log").open("ab") as log:
-            run.proc = subprocess.Popen(
-                [self._python, "-m", "symfence.worker.fuzz.slice_child", str(run.folder / "spec.json")],
-                env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                start_new_session=True,
-            )
-        run.run_started = time.monotonic()
-        run.run_started_wall = time.time()
+        options = {"libfuzzer_args": args, "found_dir": str(run.folder / "found"),
+                   "exec_timeout_s": opts.exec_timeout_s}
+        run.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(run.folder / "log"))
+        run.run_started, run.first_exec, run.counted = time.monotonic(), None, 0
         run.runs += 1
+        try:
+            run.proc.send(wire.RunTask(Task(run.task.token, run.task.work_id, b"", run.task.target,
+                                            options=options), tuple(sys.path)))
+        except OSError:
+            pass  # it died at once: the exit check sees it
 
     @staticmethod
     def _kill(run: _Slice) -> None:
         proc = run.proc
         if proc is not None and proc.returncode is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                run.cpu_s += usage.ru_utime + usage.ru_stime
-            except ChildProcessError:
-                proc.returncode = -9
+            proc.close()
+            run.cpu_s += proc.cpu_s
 
     def _run_ended(self, run: _Slice, *, killed: bool = False) -> Outcome | None:
         log = (run.folder / "log").read_bytes()
         run_log = log[log.rfind(b"INFO: Seed:"):] if b"INFO: Seed:" in log else log
-        counted = int((run.folder / "execs").read_text() or 0)
+        run.proc.close()  # the pipes (it has exited, or was killed)
         final = _FINAL_EXECS.findall(run_log)
-        run.execs += max(counted, int(final[-1]) if final else 0)
+        run.execs += max(run.counted, int(final[-1]) if final else 0)
         early = False
         for path in sorted((run.folder / "artifacts").iterdir()):
             kind = _ARTIFACT_KINDS.get(path.name.split("-", 1)[0])
@@ -277,13 +264,12 @@ class FuzzExecutor:
         if hangs_list.exists():  # inputs that hung cost their time-out at every corpus load
             for sha1 in hangs_list.read_text().split():
                 (run.state.corpus / sha1).unlink(missing_ok=True)
-        started = run.folder / "started"  # the child's first execution: startup is not slice time
-        ran = started.exists()  # if it never ran an input (import error, ...), a restart won't either
-        if ran:
-            first_exec = float(started.read_text() or time.time())
-            run.startup_s += max(0.0, first_exec - run.run_started_wall)
-            run.fuzz_s += max(0.0, time.time() - first_exec)
-            started.unlink()
+        # The child's first execution: start-up is not slice time. If it never ran an input
+        # (import error, ...), a restart won't either.
+        ran = run.first_exec is not None
+        if run.first_exec is not None:
+            run.startup_s += max(0.0, run.first_exec - run.run_started)
+            run.fuzz_s += max(0.0, time.monotonic() - run.first_exec)
         remaining = run.options.slice_s - run.fuzz_s
         # Start-up is not slice time, but restarts are not free: the wall clock caps them.
         wall = time.monotonic() - run.started - run.startup_s
@@ -332,3 +318,10 @@ class FuzzExecutor:
                  "fuzz_corpus": sum(1 for _ in run.state.corpus.iterdir())}
         return Outcome(status, {}, tuple(candidates), wall_s=time.monotonic() - run.started,
                        cpu_s=run.cpu_s, execs=run.execs, error=error, stats=stats)
+
+
+def executor() -> Executor:
+    """The WORK executor "fuzz": slices, their inputs measured by the real tracer."""
+    from symfence.worker.executors.traced import TracedExecutor
+
+    return TracedExecutor(FuzzExecutor(), trace_input=False)

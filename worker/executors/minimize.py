@@ -13,8 +13,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from symfence.protocol.childenv import child_env
+
 from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
-from symfence.worker.executors.childenv import child_env
 
 PREFIX = "minimize_"  # the task's own options (coordinator/triage.py OPTION_PREFIX)
 _GRACE_S = 15.0  # start-up (the target's import) and the last runs after the budget
@@ -130,3 +131,7 @@ class MinimizeExecutor:
 
     def close(self) -> None:
         self.abort()
+
+
+def executor() -> MinimizeExecutor:
+    return MinimizeExecutor()

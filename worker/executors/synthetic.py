@@ -7,7 +7,7 @@ import os
 import random
 import time
 
-from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 EDGE_SPACE = 4096  # candidates' fake edges fall in a small space so coverage saturates
 
@@ -82,3 +82,7 @@ class SyntheticExecutor:
 
     def close(self) -> None:
         self._task = None
+
+
+def executor() -> SyntheticExecutor:
+    return SyntheticExecutor()

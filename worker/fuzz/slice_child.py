@@ -1,7 +1,8 @@
-"""One run of libFuzzer (Atheris) on one target: the process a fuzz slice runs in.
+"""One run of libFuzzer (Atheris) on one target: the process a fuzz slice runs in (a ``childserve`` handler).
 
-Started as ``python -m symfence.worker.fuzz.slice_child SPEC.json`` by
-``worker.executors.fuzz.FuzzExecutor``. The target's module is imported inside
+Run as ``python -m symfence.worker.childserve symfence.worker.fuzz.slice_child ...`` by
+``worker.executors.fuzz.FuzzExecutor``; the request's task names the target, its options carry
+``libfuzzer_args``, ``found_dir`` and ``exec_timeout_s``. The target's module is imported inside
 ``atheris.instrument_imports`` (so the target and the library code it imports count for
 libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs until ``-max_total_time`` and exits
 the process. Kept inputs land in the slice's own corpus folder (libFuzzer writes new units to the
@@ -12,8 +13,10 @@ it, records the input once per distinct signature (``found/crash-<sha1>`` plus a
 traceback, or ``found/hang-<sha1>``) and returns, so libFuzzer keeps going. Only what Python cannot
 catch (a native crash, a native hang caught by libFuzzer's ``-timeout``, running out of memory)
 ends the process early; libFuzzer then writes its artifact and the parent restarts the slice.
-The harness writes its execution count to ``execs`` every quarter second, and turns on
-``faulthandler`` so a native crash leaves the Python stack in the log.
+The harness streams ``Entered`` at its first execution (the slice clock starts there, not at
+start-up) and ``Counted`` (its execution count) every quarter second, and turns on
+``faulthandler`` so a native crash leaves the Python stack in the log. The request never gets
+a ``Done``: libFuzzer ends the process when its time is up.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import faulthandler
 import hashlib
 import importlib
-import json
 import os
 import signal
 import sys
@@ -30,6 +32,10 @@ import traceback
 from typing import Any
 
 import atheris
+
+from symfence.worker.childserve import Events
+from symfence.worker.childwire import RunTask
+from symfence.worker.engine_api import Outcome, Phase
 
 _MAX_FINDINGS = 64  # per run: one input per distinct signature, at most this many
 
@@ -48,21 +54,15 @@ def _signature(exc: BaseException) -> str:
     return f"{type(exc).__name__}@{where}"
 
 
-def main(argv: list[str]) -> None:
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
-    for p in spec["sys_path"]:
-        if p not in sys.path:
-            sys.path.append(p)
-    module_name, _, attr = spec["target"].partition(":")
+def fuzz(request: RunTask, events: Events) -> Outcome:
+    spec = request.task.options
+    module_name, _, attr = request.task.target.partition(":")
     # Everything the target's import brings in is instrumented, symfence and Atheris excepted.
     with atheris.instrument_imports(exclude=["symfence", "atheris"]):
         module = importlib.import_module(module_name)
     fn = getattr(module, attr)
     found = spec["found_dir"]
     exec_timeout = float(spec["exec_timeout_s"])
-    execs_path = spec["execs_path"]
-    started_path = os.path.join(os.path.dirname(execs_path), "started")
     signatures = os.path.join(found, "signatures.list")  # shared by the restarts of one slice
     seen: set[str] = set(open(signatures).read().splitlines()) if os.path.exists(signatures) else set()
     state = {"execs": 0, "next_write": time.monotonic() + 0.25}
@@ -84,8 +84,7 @@ def main(argv: list[str]) -> None:
     def one_input(data: bytes) -> None:
         if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
             faulthandler.enable()  # a native crash leaves the Python stack in the log
-            with open(started_path, "w") as fh:  # the slice clock starts now, not at start-up
-                fh.write(repr(time.time()))
+            events.entered(Phase.INPUT)  # the slice clock starts now, not at start-up
         state["execs"] += 1
         setitimer(vtimer, exec_timeout, 0.05)
         try:
@@ -103,14 +102,21 @@ def main(argv: list[str]) -> None:
             setitimer(vtimer, 0)
         if state["execs"] & 255 == 0 and time.monotonic() >= state["next_write"]:
             state["next_write"] = time.monotonic() + 0.25
-            with open(execs_path, "w") as fh:
-                fh.write(str(state["execs"]))
+            events.counted(state["execs"])
 
     args = [sys.argv[0], *spec["libfuzzer_args"]]
     atheris.Setup(args, one_input)
-    atheris.Fuzz()
+    atheris.Fuzz()  # exits the process at -max_total_time
+    raise RuntimeError("libFuzzer returned")
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    main(sys.argv[1:])
+class SliceHandler:
+    def run(self, request: RunTask, events: Events) -> Outcome:
+        return fuzz(request, events)
+
+    def close(self) -> None:
+        pass
+
+
+def handler(scratch_dir: str) -> SliceHandler:
+    return SliceHandler()
