@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from symfence.worker.executors.base import CandidateOut, Executor, ExitKind, Outcome, Task
+from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 from symfence.worker.realtrace.client import TraceClient
 
 TRACE_SLACK = 3.0

@@ -1,68 +1,48 @@
-"""Child-process side of the real tracer: imports targets plainly and traces the inputs it is sent.
+"""Child side of the real tracer: imports targets plainly and traces a batch of inputs (a ``childserve`` handler).
 
-Started as ``python -m symfence.worker.realtrace.child FD_IN FD_OUT`` by
-``worker.realtrace.client.TraceClient``. Pickled tuples over ``multiprocessing.connection``
-framing between our own two local processes (the MPI wire never carries pickle):
-
-parent -> child: ``("trace", target, include, timeout_s, sys_path, inputs)``, ``("stop",)``
-child -> parent: ``("ready", pid)``; per request ``("exec", i)`` before input ``i`` runs,
-``("traced", i, Traced)`` after it, then ``("done", "")`` or ``("done", error text)`` if the
-target cannot be loaded. ``exec`` lets the parent name the input if this process dies or hangs.
+Run as ``python -m symfence.worker.childserve symfence.worker.realtrace.child ...`` by
+``worker.realtrace.client.TraceClient``. A request is a ``RunTask`` whose task names the target
+(options ``include``: the coverage include list, ``timeout_s``: one execution's CPU limit) and
+whose ``inputs`` are the batch; per input it streams ``Entered`` (INPUT, its index) before it
+runs and ``Executed`` after, then ``Done``: OK, or ERROR with the reason the target cannot be
+loaded. ``Entered`` lets the parent name the input if this process dies or hangs.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-import signal
-import sys
-from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from symfence.worker.realtrace.tracer import ArcTracer, TargetLoadError, load_callable, resolve_include
+from symfence.worker.childserve import Events
+from symfence.worker.childwire import RunTask
+from symfence.worker.engine_api import ExitKind, Outcome, Phase, TargetLoadError
+from symfence.worker.realtrace.tracer import ArcTracer, load_callable, resolve_include
 
 
-def serve(inbox: Connection, outbox: Connection) -> None:
-    tracers: dict[tuple[str, tuple[str, ...]], tuple[ArcTracer, Callable[[bytes], Any]]] = {}
-    outbox.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = inbox.recv()
-        except EOFError:
-            return
-        if message[0] == "stop":
-            return
-        _, target, include, timeout_s, sys_path, inputs = message
-        missing = [p for p in sys_path if p not in sys.path]
-        if missing:
-            sys.path.extend(missing)
-            importlib.invalidate_caches()
-        key = (target, tuple(include))
-        if key not in tracers:
+class TraceHandler:
+    def __init__(self) -> None:
+        self._tracers: dict[tuple[str, tuple[str, ...]], tuple[ArcTracer, Callable[[bytes], Any]]] = {}
+
+    def run(self, request: RunTask, events: Events) -> Outcome:
+        task = request.task
+        include = tuple(str(entry) for entry in task.options.get("include", ()))
+        timeout_s = float(task.options.get("timeout_s", 0.0))
+        key = (task.target, include)
+        if key not in self._tracers:
             try:
-                module, fn = load_callable(target)
-                tracers[key] = (ArcTracer(resolve_include(list(include), module)), fn)
+                module, fn = load_callable(task.target)
+                self._tracers[key] = (ArcTracer(resolve_include(list(include), module)), fn)
             except TargetLoadError as exc:
-                outbox.send(("done", str(exc)))
-                continue
-        tracer, fn = tracers[key]
-        for i, data in enumerate(inputs):
-            outbox.send(("exec", i))
-            outbox.send(("traced", i, tracer.run(fn, data, timeout_s)))
-        outbox.send(("done", ""))
+                return Outcome(ExitKind.ERROR, error=str(exc))
+        tracer, fn = self._tracers[key]
+        for i, data in enumerate(request.inputs):
+            events.entered(Phase.INPUT, index=i)
+            traced = tracer.run(fn, data, timeout_s)
+            events.executed(i, ExitKind(traced.status), traced.trace, traced.detail)
+        return Outcome(ExitKind.OK, execs=len(request.inputs))
 
-
-def main(argv: list[str]) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
-    inbox = Connection(int(argv[0]), writable=False)
-    outbox = Connection(int(argv[1]), readable=False)
-    devnull = os.open(os.devnull, os.O_WRONLY)  # a chatty target must not fill a pipe
-    os.dup2(devnull, 1)
-    try:
-        serve(inbox, outbox)
-    except (BrokenPipeError, ConnectionResetError):
+    def close(self) -> None:
         pass
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def handler(scratch_dir: str) -> TraceHandler:
+    return TraceHandler()
