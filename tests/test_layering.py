@@ -1,0 +1,132 @@
+"""The layering rules of docs/design.md ("Processes and code layout"), checked on every import in the tree.
+
+- ``protocol/`` imports neither side (coordinator, worker) and no MPI, asyncio, structlog or uvloop;
+- ``coordinator/`` imports worker code only in the per-rank launcher (``LAUNCHERS``);
+- ``worker/`` never imports coordinator code.
+
+Imports are read with ``ast`` (module level and inside functions, relative ones resolved,
+``importlib.import_module("...")`` with a literal name included), so a lazy import inside a
+function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("protocol", "coordinator", "worker")
+IO_LIBRARIES = frozenset({"mpi4py", "asyncio", "structlog", "uvloop"})
+# The one place coordinator and worker meet: (file below the root, function).
+LAUNCHERS = frozenset({("coordinator/cli.py", "_worker_rank")})
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str  # below the root, e.g. "coordinator/config.py"
+    line: int
+    function: str  # the outermost function the import is in ("" at module level)
+    module: str  # absolute, e.g. "symfence.worker.loop"
+
+
+def layer_of(module: str) -> str:
+    """"protocol", "coordinator", "worker", or "" for anything else (stdlib, third party)."""
+    parts = module.split(".")
+    if parts[0] == "symfence":
+        parts = parts[1:]
+    return parts[0] if parts and parts[0] in LAYERS else ""
+
+
+def _package_of(path: str) -> list[str]:
+    """``worker/concolic/engine.py`` -> ["symfence", "worker", "concolic"]."""
+    parts = path[:-3].split("/")
+    return ["symfence", *(parts[:-1] if parts[-1] != "__init__" else parts[:-1])]
+
+
+def imports_in(root: Path, path: Path) -> list[Import]:
+    rel = path.relative_to(root).as_posix()
+    found: list[Import] = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = function
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and not function:
+                inner = child.name
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    package = _package_of(rel)
+                    package = package[: len(package) - (child.level - 1)]
+                    base = ".".join([*package, base] if base else package)
+                # ``from symfence import worker`` names the layer in the imported name
+                names = [base] if layer_of(base) else [f"{base}.{a.name}" for a in child.names]
+            elif (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                  and child.func.attr == "import_module" and child.args
+                  and isinstance(child.args[0], ast.Constant) and isinstance(child.args[0].value, str)):
+                names = [child.args[0].value]
+            found.extend(Import(rel, child.lineno, inner, n) for n in names if n)  # type: ignore[attr-defined]
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text(), str(path)), "")
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    """Every import in ``root``'s layers that breaks a rule, as "file:line: why"."""
+    broken: list[str] = []
+    for layer in LAYERS:
+        for path in sorted((root / layer).rglob("*.py")):
+            for imp in imports_in(root, path):
+                target = layer_of(imp.module)
+                where = f"{imp.path}:{imp.line}"
+                if layer == "protocol" and target in ("coordinator", "worker"):
+                    broken.append(f"{where}: protocol imports {imp.module} (protocol imports no side)")
+                elif layer == "protocol" and imp.module.split(".")[0] in IO_LIBRARIES:
+                    broken.append(f"{where}: protocol imports {imp.module} (protocol is sans-IO)")
+                elif (layer == "coordinator" and target == "worker"
+                      and (imp.path, imp.function) not in LAUNCHERS):
+                    broken.append(f"{where}: coordinator imports {imp.module} outside the per-rank launcher")
+                elif layer == "worker" and target == "coordinator":
+                    broken.append(f"{where}: worker imports {imp.module} (the sides meet only in the launcher)")
+    return sorted(set(broken))
+
+
+def test_the_tree_keeps_the_layering_rules() -> None:
+    assert all((ROOT / layer).is_dir() for layer in LAYERS)
+    assert violations(ROOT) == []
+
+
+def test_the_launcher_is_where_the_sides_meet() -> None:
+    """The exception is not dead: the launcher does import the worker (else LAUNCHERS is stale)."""
+    launches = [imp for imp in imports_in(ROOT, ROOT / "coordinator" / "cli.py")
+                if layer_of(imp.module) == "worker"]
+    assert launches and {(i.path, i.function) for i in launches} <= LAUNCHERS
+
+
+def test_each_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    files = {
+        "protocol/a.py": "from symfence.worker.engine_api import Task\n",
+        "protocol/b.py": "def f():\n    import symfence.coordinator.journal\n",
+        "protocol/c.py": "from ..coordinator import campaign\n",
+        "protocol/d.py": "import structlog\nimport asyncio.events\n",
+        "protocol/e.py": "from symfence import worker\n",
+        "coordinator/e.py": "def launch():\n    from symfence.worker.loop import Worker\n",
+        "coordinator/cli.py": "def _worker_rank():\n    from symfence.worker.loop import Worker\n"
+                              "def other():\n    import importlib\n"
+                              "    importlib.import_module('symfence.worker.executors')\n",
+        "worker/f.py": "from symfence.coordinator.outputs import finding_class\n",
+        "worker/ok.py": "from symfence.protocol.messages import Status\nfrom . import g\n",
+        "protocol/ok.py": "import msgpack\nfrom symfence.protocol.ids import Rank\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    got = violations(tmp_path)
+    assert [v.split(":")[0] for v in got] == [
+        "coordinator/cli.py", "coordinator/e.py", "protocol/a.py", "protocol/b.py", "protocol/c.py",
+        "protocol/d.py", "protocol/d.py", "protocol/e.py", "worker/f.py"], got
