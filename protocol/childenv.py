@@ -11,7 +11,7 @@ the targets in such an environment, the worker's child processes run in it.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 MPI_ENV_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDRA_", "HYDI_", "MPIR_", "PRTE_", "I_MPI_",
                     "MPI_LOCAL")

@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 # Integer options that may be 0 (0 = none / no limit); every other int must be >= 1.
 _ZERO_OK = frozenset({"max_candidates", "memory_limit_mb"})

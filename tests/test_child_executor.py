@@ -9,8 +9,8 @@ import os
 import signal
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import msgpack
 import pytest
@@ -89,7 +89,8 @@ class _Adapter:
 
 
 @pytest.fixture
-def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ChildExecutor[dict[str, object]]]:
+def executor(tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[ChildExecutor[dict[str, object]]]:
     name = f"sf_child_engine_{os.getpid()}_{next(_counter)}"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(ENGINE))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the child imports its handler at start
@@ -97,7 +98,8 @@ def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ChildE
         yield ex
 
 
-def run(ex: ChildExecutor[dict[str, object]], data: bytes, limit_s: float = 30.0, **options: object) -> Outcome:
+def run(ex: ChildExecutor[dict[str, object]], data: bytes, limit_s: float = 30.0,
+        **options: object) -> Outcome:
     ex.start(Task("t" * 64, "w" * 64, data, "any", 0, options))
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
@@ -140,7 +142,8 @@ def test_a_dead_child_is_replaced(executor: ChildExecutor[dict[str, object]]) ->
     assert executor.child_pid not in (None, idle)
 
 
-def test_a_deadline_kills_the_process_group(executor: ChildExecutor[dict[str, object]], tmp_path: Path) -> None:
+def test_a_deadline_kills_the_process_group(executor: ChildExecutor[dict[str, object]],
+                                            tmp_path: Path) -> None:
     pid_file = tmp_path / "helper.pid"
     executor.start(Task("t" * 64, "w" * 64, b"hang", "any", 0, {"pid_file": str(pid_file)}))
     child = executor.child_pid

@@ -89,9 +89,9 @@ def violations(root: Path) -> list[str]:
                     broken.append(f"{where}: protocol imports {imp.module} (protocol is sans-IO)")
                 elif (layer == "coordinator" and target == "worker"
                       and (imp.path, imp.function) not in LAUNCHERS):
-                    broken.append(f"{where}: coordinator imports {imp.module} outside the per-rank launcher")
+                    broken.append(f"{where}: coordinator imports {imp.module} outside the launcher")
                 elif layer == "worker" and target == "coordinator":
-                    broken.append(f"{where}: worker imports {imp.module} (the sides meet only in the launcher)")
+                    broken.append(f"{where}: worker imports {imp.module} (sides meet only in the launcher)")
     return sorted(set(broken))
 
 

@@ -47,7 +47,8 @@ class ChildProcess:
     def __init__(self, engine: str, *, python: str | None = None, stderr: str = DISCARD,
                  scratch: bool = False) -> None:
         self.engine = engine
-        self.scratch_dir = tempfile.mkdtemp(prefix=f"symfence-{engine.rsplit('.', 1)[-1]}-") if scratch else ""
+        short = engine.rsplit(".", 1)[-1]
+        self.scratch_dir = tempfile.mkdtemp(prefix=f"symfence-{short}-") if scratch else ""
         self.stderr_path = os.path.join(self.scratch_dir, "child.stderr") if stderr == SCRATCH else ""
         self.returncode: int | None = None
         self.cpu_s = 0.0  # user + system CPU of the child, once reaped
@@ -184,15 +185,15 @@ def describe_exit(code: int) -> str:
 
 # -- one Executor for every engine that runs tasks in a child --------------------------------
 
-O = TypeVar("O")  # an engine's parsed options
+OptionsT = TypeVar("OptionsT")  # an engine's parsed options
 
 
 @dataclass
-class Running(Generic[O]):
+class Running(Generic[OptionsT]):
     """Parent-side view of the task in flight, rebuilt from the child's stream."""
 
     task: Task
-    options: O
+    options: OptionsT
     started: float
     phase: Phase = Phase.QUEUED
     phase_since: float = 0.0
@@ -206,7 +207,7 @@ class Running(Generic[O]):
     ready: Outcome | None = None  # decided without the child (bad options, hand-over failed)
 
 
-class EngineAdapter(Protocol[O]):
+class EngineAdapter(Protocol[OptionsT]):
     """What one engine tells ``ChildExecutor``: its child module and how to read its phases."""
 
     engine: str  # the child side: a module with ``handler(scratch_dir) -> childserve.Handler``
@@ -216,30 +217,30 @@ class EngineAdapter(Protocol[O]):
     eager: bool  # start the first child at once (warm before the first task)
     start_timeout_s: float
 
-    def options(self, task: Task) -> O:
+    def options(self, task: Task) -> OptionsT:
         """The task's options parsed; ``ValueError`` makes the task an ERROR without the child."""
         ...
 
-    def deadline(self, run: Running[O]) -> float:
+    def deadline(self, run: Running[OptionsT]) -> float:
         """When the parent kills the child if the task is still in its current phase."""
         ...
 
-    def killed(self, run: Running[O]) -> Outcome:
+    def killed(self, run: Running[OptionsT]) -> Outcome:
         """The outcome of a task whose child was killed at its deadline."""
         ...
 
-    def died(self, run: Running[O], how: str, child: ChildProcess) -> Outcome:
+    def died(self, run: Running[OptionsT], how: str, child: ChildProcess) -> Outcome:
         """The outcome of a task whose child died on its own (``how``: "exited with status 3")."""
         ...
 
 
-class ChildExecutor(Generic[O]):
+class ChildExecutor(Generic[OptionsT]):
     """The Executor of an engine that runs its tasks in a long-lived child; see the module docstring."""
 
-    def __init__(self, adapter: EngineAdapter[O], *, python: str | None = None) -> None:
+    def __init__(self, adapter: EngineAdapter[OptionsT], *, python: str | None = None) -> None:
         self._adapter = adapter
         self._python = python or sys.executable
-        self._running: Running[O] | None = None
+        self._running: Running[OptionsT] | None = None
         self._closed = False
         self._child: ChildProcess | None = self._spawn() if adapter.eager else None
 
@@ -248,7 +249,7 @@ class ChildExecutor(Generic[O]):
         """Process id of the current child (None if none is running)."""
         return self._child.pid if self._child is not None else None
 
-    def __enter__(self) -> ChildExecutor[O]:
+    def __enter__(self) -> ChildExecutor[OptionsT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -322,7 +323,7 @@ class ChildExecutor(Generic[O]):
 
     # -- the child's stream -------------------------------------------------------------------
 
-    def _drain(self, run: Running[O]) -> Outcome | None:
+    def _drain(self, run: Running[OptionsT]) -> Outcome | None:
         """Handle every message already waiting; an outcome if the task ended (or the child did)."""
         child = self._child
         if child is None:
@@ -333,9 +334,9 @@ class ChildExecutor(Generic[O]):
                     return None
                 message = child.recv()
             except (EOFError, OSError):
-                outcome = self._adapter.died(run, child.how_it_ended(), child)
+                ended = self._adapter.died(run, child.how_it_ended(), child)
                 self._replace_child(run.sub_pgid)
-                return outcome
+                return ended
             except wire.ChildProtocolError as exc:
                 return self._broken(run, str(exc))
             try:
@@ -345,7 +346,7 @@ class ChildExecutor(Generic[O]):
             if outcome is not None:
                 return outcome
 
-    def _handle(self, run: Running[O], message: wire.FromChild) -> Outcome | None:
+    def _handle(self, run: Running[OptionsT], message: wire.FromChild) -> Outcome | None:
         now = time.monotonic()
         if isinstance(message, wire.Accepted):
             run.phase, run.accepted_at, run.phase_since = Phase.LOADING, now, now
@@ -366,7 +367,7 @@ class ChildExecutor(Generic[O]):
             raise wire.ChildProtocolError(f"{type(message).__name__} is not part of a task's stream")
         return None
 
-    def _broken(self, run: Running[O], why: str) -> Outcome:
+    def _broken(self, run: Running[OptionsT], why: str) -> Outcome:
         """A malformed message: the child is not trusted further (killed, replaced), loudly."""
         log.error("child.protocol_error", engine=self._adapter.name, pid=self.child_pid, error=why)
         self._replace_child(run.sub_pgid)
@@ -376,7 +377,7 @@ class ChildExecutor(Generic[O]):
 
     # -- the clock ----------------------------------------------------------------------------
 
-    def _enforce(self, run: Running[O]) -> Outcome | None:
+    def _enforce(self, run: Running[OptionsT]) -> Outcome | None:
         if time.monotonic() < self._adapter.deadline(run):
             return None
         self._replace_child(run.sub_pgid)  # the group first, so nothing runs on meanwhile

@@ -20,8 +20,9 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
-from typing import Callable, Mapping, Protocol
+from typing import Protocol
 
 from symfence.worker import childwire as wire
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase

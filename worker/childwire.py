@@ -20,8 +20,9 @@ say what was running if the child dies or must be killed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping, Union
+from typing import Any
 
 import msgpack
 
@@ -104,9 +105,9 @@ class Done:
     outcome: Outcome
 
 
-ToChild = Union[RunTask, Stop]
-FromChild = Union[Ready, Accepted, Entered, InputTraced, Found, SubGroup, Executed, Counted, Done]
-Message = Union[ToChild, FromChild]
+ToChild = RunTask | Stop
+FromChild = Ready | Accepted | Entered | InputTraced | Found | SubGroup | Executed | Counted | Done
+Message = ToChild | FromChild
 
 _KINDS: dict[str, type[Any]] = {
     "run": RunTask, "stop": Stop, "ready": Ready, "accepted": Accepted, "entered": Entered,
@@ -214,7 +215,7 @@ def _record(cls: type[Any], checks: tuple[Check, ...]) -> Check:
     def inner(what: str, v: Any) -> Any:
         if type(v) is not list or len(v) != len(checks):
             raise _fail(f"{what} ({cls.__name__})", v)
-        return cls(*(check(f"{what}.{n}", x) for check, n, x in zip(checks, names, v)))
+        return cls(*(check(f"{what}.{n}", x) for check, n, x in zip(checks, names, v, strict=True)))
     return inner
 
 

@@ -11,8 +11,9 @@ never on each other. The child-process half of the seam is ``worker.childwire`` 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from symfence.protocol.messages import Status
 

@@ -11,7 +11,7 @@ per-execution time limit) and limits its address space to the task's ``memory_li
 from __future__ import annotations
 
 import resource
-from typing import Mapping
+from collections.abc import Mapping
 
 from symfence.protocol.options import EngineOptions
 from symfence.worker.childserve import Events

@@ -1,4 +1,4 @@
-"""Child side of the real tracer: imports targets plainly and traces a batch of inputs (a ``childserve`` handler).
+"""Child side of the real tracer: imports targets plainly and traces a batch of inputs (a handler).
 
 Run as ``python -m symfence.worker.childserve symfence.worker.realtrace.child ...`` by
 ``worker.realtrace.client.TraceClient``. A request is a ``RunTask`` whose task names the target
@@ -10,7 +10,8 @@ loaded. ``Entered`` lets the parent name the input if this process dies or hangs
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
