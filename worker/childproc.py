@@ -222,7 +222,8 @@ class EngineAdapter(Protocol[OptionsT]):
         ...
 
     def deadline(self, run: Running[OptionsT]) -> float:
-        """When the parent kills the child if the task is still in its current phase."""
+        """When the parent kills the child if the task is still in its current phase (any phase
+        after QUEUED: until the child accepts the task, ``start_timeout_s`` applies)."""
         ...
 
     def killed(self, run: Running[OptionsT]) -> Outcome:
@@ -301,7 +302,7 @@ class ChildExecutor(Generic[OptionsT]):
             if now >= deadline:
                 return None
             assert self._child is not None  # _drain returns an outcome when there is none
-            self._child.poll(min(deadline - now, max(0.0, self._adapter.deadline(run) - now) + 0.001))
+            self._child.poll(min(deadline - now, max(0.0, self._deadline(run) - now) + 0.001))
 
     def abort(self) -> None:
         run, self._running = self._running, None
@@ -377,8 +378,13 @@ class ChildExecutor(Generic[OptionsT]):
 
     # -- the clock ----------------------------------------------------------------------------
 
+    def _deadline(self, run: Running[OptionsT]) -> float:
+        if run.phase is Phase.QUEUED:  # the child may still be starting (imports, a warm-up)
+            return run.started + self._adapter.start_timeout_s
+        return self._adapter.deadline(run)
+
     def _enforce(self, run: Running[OptionsT]) -> Outcome | None:
-        if time.monotonic() < self._adapter.deadline(run):
+        if time.monotonic() < self._deadline(run):
             return None
         self._replace_child(run.sub_pgid)  # the group first, so nothing runs on meanwhile
         return self._adapter.killed(run)
@@ -400,8 +406,3 @@ class ChildExecutor(Generic[OptionsT]):
         except OSError:
             log.warning("child.spawn_failed", engine=self._adapter.name, error=traceback.format_exc(limit=1))
             self._child = None
-
-
-def start_deadline(run: Running[Any], start_timeout_s: float) -> float | None:
-    """The start-up deadline while the task is QUEUED (the child may still be importing), else None."""
-    return run.started + start_timeout_s if run.phase is Phase.QUEUED else None

@@ -39,8 +39,6 @@ class ConcolicAdapter:
 
     def deadline(self, run: Running[EngineOptions]) -> float:
         opts = run.options
-        if run.phase is Phase.QUEUED:
-            return run.started + self.start_timeout_s
         deadline = run.accepted_at + opts.task_budget_s()
         if run.phase in (Phase.INPUT, Phase.CANDIDATE):
             grace = max(1.0, opts.exec_timeout_s)

@@ -39,8 +39,6 @@ class NativeAdapter:
 
     def deadline(self, run: Running[NativeOptions]) -> float:
         opts = run.options
-        if run.phase is Phase.QUEUED:
-            return run.started + self.start_timeout_s
         if run.phase is Phase.LOADING:
             return run.phase_since + self.start_timeout_s
         if run.phase is Phase.ENGINE:
