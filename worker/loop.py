@@ -26,8 +26,8 @@ from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
 from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
 from symfence.worker.endpoint import Endpoint
+from symfence.worker.engine_api import Executor, Outcome, Task
 from symfence.worker.executors import make_executor
-from symfence.worker.executors.base import Executor, Outcome, Task
 from symfence.worker.faults import FaultInjector
 from symfence.worker.sender import ResultSender
 
