@@ -2,7 +2,10 @@
 
 - ``protocol/`` imports neither side (coordinator, worker) and no MPI, asyncio, structlog or uvloop;
 - ``coordinator/`` imports worker code only in the per-rank launcher (``LAUNCHERS``);
-- ``worker/`` never imports coordinator code.
+- ``worker/`` never imports coordinator code;
+- the engine seam (``SEAM``) imports no engine and no executor, and an engine (``ENGINES``)
+  imports no executor: executors depend on engines, never the other way round
+  (docs/design.md, "Executors").
 
 Imports are read with ``ast`` (module level and inside functions, relative ones resolved,
 ``importlib.import_module("...")`` with a literal name included), so a lazy import inside a
@@ -20,6 +23,8 @@ LAYERS = ("protocol", "coordinator", "worker")
 IO_LIBRARIES = frozenset({"mpi4py", "asyncio", "structlog", "uvloop"})
 # The one place coordinator and worker meet: (file below the root, function).
 LAUNCHERS = frozenset({("coordinator/cli.py", "_worker_rank")})
+SEAM = ("worker/engine_api.py", "worker/childwire.py", "worker/childproc.py", "worker/childserve.py")
+ENGINES = ("worker/concolic/", "worker/native/", "worker/realtrace/", "worker/fuzz/")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,16 @@ def layer_of(module: str) -> str:
     if parts[0] == "symfence":
         parts = parts[1:]
     return parts[0] if parts and parts[0] in LAYERS else ""
+
+
+_ENGINE_PACKAGES = tuple(e.split("/")[1] for e in ENGINES)
+
+
+def _engine_part(module: str) -> str:
+    """The worker sub-package ``module`` is in ("executors", "concolic", ...), else ""."""
+    parts = module.split(".")
+    parts = parts[1:] if parts[0] == "symfence" else parts
+    return parts[1] if len(parts) > 1 and parts[0] == "worker" else ""
 
 
 def _package_of(path: str) -> list[str]:
@@ -92,6 +107,10 @@ def violations(root: Path) -> list[str]:
                     broken.append(f"{where}: coordinator imports {imp.module} outside the launcher")
                 elif layer == "worker" and target == "coordinator":
                     broken.append(f"{where}: worker imports {imp.module} (sides meet only in the launcher)")
+                elif imp.path.startswith(ENGINES) and _engine_part(imp.module) == "executors":
+                    broken.append(f"{where}: an engine imports {imp.module} (executors import engines)")
+                elif imp.path in SEAM and _engine_part(imp.module) in ("executors", *_ENGINE_PACKAGES):
+                    broken.append(f"{where}: the engine seam imports {imp.module}")
     return sorted(set(broken))
 
 
@@ -122,11 +141,17 @@ def test_each_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
                               "    importlib.import_module('symfence.worker.executors')\n",
         "worker/f.py": "from symfence.coordinator.outputs import finding_class\n",
         "worker/ok.py": "from symfence.protocol.messages import Status\nfrom . import g\n",
+        "worker/childwire.py": "from symfence.worker.concolic.engine import ConcolicEngine\n",
+        "worker/native/runner.py": ("from ..executors.base import Task\n"
+                                    "from symfence.worker.engine_api import Task\n"),
+        "worker/executors/concolic.py": "from symfence.worker.concolic.options import EngineOptions\n",
         "protocol/ok.py": "import msgpack\nfrom symfence.protocol.ids import Rank\n",
     }
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     got = violations(tmp_path)
     assert [v.split(":")[0] for v in got] == [
         "coordinator/cli.py", "coordinator/e.py", "protocol/a.py", "protocol/b.py", "protocol/c.py",
-        "protocol/d.py", "protocol/d.py", "protocol/e.py", "worker/f.py"], got
+        "protocol/d.py", "protocol/d.py", "protocol/e.py", "worker/childwire.py", "worker/f.py",
+        "worker/native/runner.py"], got
