@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from symfence.protocol.childenv import child_env
 
-from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
+from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 PREFIX = "minimize_"  # the task's own options (coordinator/triage.py OPTION_PREFIX)
 _GRACE_S = 15.0  # start-up (the target's import) and the last runs after the budget

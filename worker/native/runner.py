@@ -133,8 +133,8 @@ class Runner:
                 status = exit_kind(own.kind)
                 error = own.detail if status is not ExitKind.OK else ""
                 if own.kind is RunKind.CRASH and bound >= opts.max_branches:
-                    send(("phase", "engine", data, bound))  # gdb gets the engine's time-out
-                    error = with_frames(target, data, opts, error)  # a confirmation: the crash's identity  # a confirmation: the crash's identity
+                    events.entered(Phase.ENGINE, data, bound)  # gdb gets the engine's time-out
+                    error = with_frames(target, data, opts, error)  # a confirmation: the crash's identity
                 return Outcome(status, trace=salted(own.trace, salt), error=error,
                                wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
                                stats={"not_explored": 1})
@@ -170,7 +170,7 @@ class Runner:
         status = exit_kind(own.kind)
         error = own.detail if status is not ExitKind.OK else ""
         if own.kind is RunKind.CRASH and bound >= opts.max_branches:
-            send(("phase", "engine", data, bound))
+            events.entered(Phase.ENGINE, data, bound)
             error = with_frames(target, data, opts, error)
         return Outcome(status, trace=salted(own.trace, salt), candidates=tuple(candidates),
                        wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0,
