@@ -41,6 +41,7 @@ from symfence.coordinator.outputs import FindingClass, OutputDir, finding_class
 from symfence.coordinator.peers import PeerPolicy, Peers, PeerState
 from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.reconcile import reconcile
+from symfence.coordinator.refusals import Refusals
 from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.coordinator.stats import Stats, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, StatusLine, TargetLine
@@ -175,6 +176,8 @@ class Coordinator:
         self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
         self._turn_scheduled = False
         self.hotpath = HotPath()  # CPU per result by phase, commit latency, start-up times
+        # Issue 17: results of not-banned ranks refused for reasons no honest worker causes.
+        self.refusals = Refusals(cfg["limits.max_refused_share"], cfg["faults.enabled"])
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -269,7 +272,14 @@ class Coordinator:
             return ExitCode.FAILED
         if self.all_lost or self.unstopped:  # every worker lost, or one hung until the end
             return ExitCode.FAILED
-        return ExitCode.FAILED if self.stats.all_tasks_errored() else ExitCode.OK
+        if self.stats.all_tasks_errored():
+            return ExitCode.FAILED
+        return ExitCode.REFUSED if self.refusals.over_share(self._refused()) else ExitCode.OK
+
+    def _refused(self) -> list:
+        """Not-banned ranks whose results were refused for reasons no honest worker causes (refusals.py)."""
+        injected = {rank: ack.get("faults") or {} for rank, ack in self.stop_acks.items()}
+        return self.refusals.judge(self.peers.ranks_in(PeerState.BANNED), injected)
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -737,6 +747,7 @@ class Coordinator:
 
     def _on_result(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         self.stats.results_received += 1
+        self.refusals.received(source)
         timed = not self.stats.results_received % SAMPLE  # one result in SAMPLE is timed (hotpath.py)
         t0 = _ns() if timed else 0
         if oversized and not self.inflight.banned(source):  # drained at the probe, never received
@@ -763,6 +774,10 @@ class Coordinator:
             return
         log.warning("result.quarantined", reason=v.reason.value, source_rank=source,
                     token=(v.token or "")[:16] or None, work_id=v.work_id, owner_rank=v.owner, detail=v.detail)
+        if self.refusals.refused(source, v.reason, v.detail):  # the first of this rank and reason
+            log.error("worker.results_refused", rank=source, reason=v.reason.value, detail=v.detail,
+                      note="a rank that is not banned sent a result no honest worker sends: a bug in symfence"
+                           + (" (or an injected fault)" if self.refusals.faults_enabled else ""))
         self._garbage(source, size)
 
 
@@ -1056,7 +1071,7 @@ class Coordinator:
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
             "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
             "faults": faults if faults["enabled"] else {},
-            "max_message_bytes": self.limits.max_message_bytes,
+            **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
             "world_size": self.comm.Get_size(),
         }
 
@@ -1174,7 +1189,8 @@ class Coordinator:
             memory_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
             workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.alive), targets=targets,
             quarantine_reasons=reasons, conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
-            show_quarantine=self.status.show_quarantine, stages=self.plan.status_text())
+            show_quarantine=self.status.show_quarantine, stages=self.plan.status_text(),
+            refused=self.refusals.live_text())
 
     def _write_stats(self) -> None:
         """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
@@ -1238,7 +1254,7 @@ class Coordinator:
 
         return {"mpi_oversized_frames": self.pump.oversized_frames, "mpi_oversized_bytes": self.pump.oversized_bytes,
                 "mpi_side_frames_dropped": self.pump.side_frames_dropped, "control_banned": self.control_banned,
-                **self.peers.stats_items(), **self.claims.stats_items(),
+                **self.peers.stats_items(), **self.claims.stats_items(), **self.refusals.stats_items(),
                 "coordinator_max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
 
@@ -1261,6 +1277,7 @@ class Coordinator:
         ]
         for text, ok in st.conservation(len(self.inflight)):
             lines.append(f"    [{'ok' if ok else 'VIOLATED'}] {text}")
+        lines += self.refusals.summary_lines(self._refused(), str(self.out.root))
         lines.append(f"  outputs: {self.out.root}/ (queue/, crashes/, hangs/, fuzzer_stats, plot_data, logs/)")
         if st.crashes:
             lines.append(f"  crashing inputs: {self.out.crashes}/")

@@ -211,6 +211,9 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
             coordinator.fail(exc)
             code = coordinator.exit_code()
     print(coordinator.summary(), flush=True)
+    if code == ExitCode.REFUSED:  # the summary's REFUSED lines say which rank, how many and why
+        print("symfence: results of workers that are not banned were refused (a bug in symfence, see the"
+              f" summary); exit status {int(code)}", file=sys.stderr, flush=True)
     if coordinator.failure is not None:
         from symfence.coordinator.failure import report
 

@@ -25,6 +25,7 @@ FAULT_KINDS = (
     "wrong_version",
     "late",
     "drop_work",
+    "buggy_result",  # stands for a bug in symfence (worker/faults.py): reported as one, exit 5
 )
 
 
@@ -169,6 +170,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "max_message_bytes": (16 << 20, _int(1024)),
         "max_candidate_bytes": (1 << 20, _int(16)),
         "max_candidates": (4096, _int(1)),
+        # A rank that is not banned with more than this share of its results refused as malformed,
+        # incompatible or mismatched (a bug in symfence) makes the campaign exit 5 (coordinator/refusals.py).
+        "max_refused_share": (0.01, _float(0, 1)),
     },
     "journal": {
         "batch_ops": (256, _int(1)),  # group commit: flush after this many records ...

@@ -27,6 +27,8 @@ class ExitCode(enum.IntEnum):
     CONFIG = 2  # a config or output-directory problem, found before anything ran
     STORAGE = 3  # a write failed (disk full, read-only, I/O error): --resume once it is fixed
     INTERNAL = 4  # an unexpected exception in rank 0 (a bug: the traceback is in the log)
+    REFUSED = 5  # the campaign ran, but a rank that is not banned had more than limits.max_refused_share
+    #              of its results refused as malformed, incompatible or mismatched (a bug in symfence)
 
 
 class FailureKind(str, enum.Enum):

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symfence.coordinator.scheduler import Scheduler, WorkItem
-from symfence.protocol.fuzzslice import MAX_TOKEN_BYTES, SliceSpec, pack_spec
+from symfence.protocol.fuzzslice import SliceSpec, pack_spec
+from symfence.protocol.rules import is_token
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 
 _AUTO_MIN, _AUTO_MAX = 0.2, 0.8
@@ -183,7 +184,7 @@ class HybridPlan:
         kept = self.tokens.setdefault(target, [])
         added = 0
         for token in tokens:
-            if type(token) is bytes and 0 < len(token) <= MAX_TOKEN_BYTES and token not in known \
+            if is_token(token) and token not in known \
                     and len(kept) < _MAX_TOKENS:
                 known.add(token)
                 kept.append(token)

@@ -63,6 +63,7 @@ class Snapshot:
     conservation_ok: bool = True
     show_quarantine: bool = False  # `--show-quarantine`: always show quarantine/conservation
     stages: str = ""  # per-stage figures (coordinator.hybrid.HybridPlan.status_text)
+    refused: str = ""  # honest ranks' results refused (coordinator.refusals): shown at once
 
 
 def ago(seconds: float | None) -> str:
@@ -96,6 +97,8 @@ def render(s: Snapshot) -> str:
         line += f"  TASK ERRORS {s.task_errors}"
     if s.quarantined or s.show_quarantine:
         line += f"  quarantined {s.quarantined}"
+    if s.refused:
+        line += f"  {s.refused}"
     return line
 
 
@@ -124,6 +127,8 @@ def render_lines(s: Snapshot) -> list[str]:
         reasons = ", ".join(f"{r} {n}" for r, n in s.quarantine_reasons) or "none"
         lines.append(f"  fence   quarantined {s.quarantined} ({reasons})  conservation "
                      f"{'ok' if s.conservation_ok else 'VIOLATED'}")
+    if s.refused:
+        lines.append(f"  {s.refused}")
     return lines
 
 

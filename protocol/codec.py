@@ -8,8 +8,7 @@ raise anything else, whatever the bytes (property-tested).
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import msgpack
@@ -27,26 +26,18 @@ from symfence.protocol.messages import (
     Work,
 )
 from symfence.protocol.reasons import Reason
+from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, INT_MAX, MAX_CONTROL_TOKENS,
+                                     MAX_INFO_KEYS, MAX_TOKEN_BYTES, MAX_TOKENS, NEW_BITS_MAX, SECONDS_MAX,
+                                     Limits, RuleError, check_counters, check_tokens, check_worker_info,
+                                     is_seconds, is_token)
+from symfence.protocol.rules import INFO_SCHEMA as _INFO_SCHEMA
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_message_bytes: int = 16 << 20
-    max_candidate_bytes: int = 1 << 20
-    max_candidates: int = 4096
-    max_text_bytes: int = 64 << 10
-
-
-DEFAULT_LIMITS = Limits()
-
-# Every integer and number on the wire is range-checked: a value the journal (SQLite INTEGER,
-# signed 64-bit), a running sum or a JSON log cannot hold is MALFORMED, never an error later.
-INT_MAX = (1 << 53) - 1  # identifiers, versions: exact in JSON and far inside int64
-COUNT_MAX = (1 << 32) - 1  # per-message counts that get summed (execs, stats): 2**31 sums fit int64
-SECONDS_MAX = 1e7  # durations (about 116 days)
-NEW_BITS_MAX = 2  # 0 nothing new, 1 new hit count, 2 new edge
-MAX_INFO_KEYS = 64
-_INFO_KEY = re.compile(r"[\x21-\x7e]{1,64}")  # printable ASCII, no space
+# The rules themselves live in protocol/rules.py (their one home); the limits and ranges are
+# imported here by name for the codec's callers.
+__all__ = ["COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
+           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError", "decode_control",
+           "decode_result", "decode_work", "encode", "encode_map", "result_to_map"]
 
 
 class RemoteProtocolError(Exception):
@@ -62,6 +53,16 @@ class RemoteProtocolError(Exception):
         self.work_id = work_id
 
 
+class LocalProtocolError(Exception):
+    """We were about to send something the wire's rules refuse (h11's split: our fault, not the
+    peer's). `field` names the field, `detail` the rule and the value; nothing was sent."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(detail)
+        self.field = field
+        self.detail = detail
+
+
 # ---------------------------------------------------------------------------------- encoding
 
 
@@ -69,38 +70,56 @@ def _pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def encode(msg: Work | Result | Control) -> bytes:
+def encode(msg: Work | Result | Control, limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """The frame of a message, checked first by the decoder's own rules: a message that breaks
+    one raises `LocalProtocolError` (naming the field and the value) and nothing is encoded."""
     if isinstance(msg, Work):
-        return _pack(
-            {
-                "v": PROTOCOL_VERSION,
-                "kind": "work",
-                "token": msg.token,
-                "work_id": msg.work_id,
-                "data": msg.data,
-                "sha256": msg.sha256,
-                "executor": msg.executor,
-                "target": msg.target,
-                "bound": msg.bound,
-                "options": dict(msg.options),
-                "deadline_s": float(msg.deadline_s),
-                "cov_version": msg.cov_version,
-                "cov_delta": msg.cov_delta,
-                "attempt": msg.attempt,
-            }
-        )
-    if isinstance(msg, Result):
-        return _pack(result_to_map(msg))
-    if isinstance(msg, Control):
-        return _pack(
-            {
-                "v": PROTOCOL_VERSION,
-                "kind": msg.kind.value,
-                "tokens": list(msg.tokens),
-                "info": dict(msg.info),
-            }
-        )
-    raise TypeError(f"not a message: {type(msg).__name__}")
+        m = work_to_map(msg)
+        if _work_fast(m, limits) is None:  # the full checks name the fault
+            _local(_work_body, m, limits)
+    elif isinstance(msg, Result):
+        m = result_to_map(msg)
+        if _result_fast(m, limits) is None:
+            _local(_result_body, m, limits)
+    elif isinstance(msg, Control):
+        m = {"v": PROTOCOL_VERSION, "kind": msg.kind.value, "tokens": list(msg.tokens), "info": dict(msg.info)}
+        _local(_control_body, m, limits)
+    else:
+        raise TypeError(f"not a message: {type(msg).__name__}")
+    try:
+        frame = _pack(m)
+    except (TypeError, ValueError, OverflowError) as exc:  # a type the checks let through: a bug here
+        raise LocalProtocolError("message", f"cannot be packed: {exc}") from None
+    if len(frame) > limits.max_message_bytes:
+        raise LocalProtocolError("message", f"{len(frame)} bytes, more than limits.max_message_bytes"
+                                            f" = {limits.max_message_bytes}")
+    return frame
+
+
+def _local(check: Callable[[dict[str, Any], Limits], Any], m: dict[str, Any], limits: Limits) -> None:
+    try:
+        check(m, limits)
+    except RemoteProtocolError as exc:
+        raise LocalProtocolError(exc.detail.split(":", 1)[0], exc.detail) from None
+
+
+def work_to_map(msg: Work) -> dict[str, Any]:
+    return {
+        "v": PROTOCOL_VERSION,
+        "kind": "work",
+        "token": msg.token,
+        "work_id": msg.work_id,
+        "data": msg.data,
+        "sha256": msg.sha256,
+        "executor": msg.executor,
+        "target": msg.target,
+        "bound": msg.bound,
+        "options": dict(msg.options),
+        "deadline_s": float(msg.deadline_s),
+        "cov_version": msg.cov_version,
+        "cov_delta": msg.cov_delta,
+        "attempt": msg.attempt,
+    }
 
 
 def result_to_map(msg: Result) -> dict[str, Any]:
@@ -229,13 +248,10 @@ def _scalar_map(m: dict[str, Any], what: str, limits: Limits = DEFAULT_LIMITS) -
 
 
 def _int_map(m: dict[str, Any], what: str, maximum: int = COUNT_MAX) -> dict[str, int]:
-    if len(m) > MAX_INFO_KEYS:
-        raise RemoteProtocolError(Reason.MALFORMED, f"{what}: more than {MAX_INFO_KEYS} keys")
-    for k, v in m.items():
-        if type(k) is not str or _INFO_KEY.fullmatch(k) is None:
-            raise RemoteProtocolError(Reason.MALFORMED, f"{what}: keys must be 1-64 printable ASCII characters")
-        if type(v) is not int or not 0 <= v <= maximum:
-            raise RemoteProtocolError(Reason.MALFORMED, f"{what}.{k}: expected int in [0, {maximum}]")
+    try:
+        check_counters(m, what, maximum)
+    except RuleError as exc:
+        raise RemoteProtocolError(Reason.MALFORMED, str(exc)) from None
     return m
 
 
@@ -336,8 +352,7 @@ def _hex64(v: Any) -> bool:
     return type(v) is str and len(v) == 64 and _HEX64_MATCH(v) is not None
 
 
-def _seconds(v: Any) -> bool:
-    return type(v) in _NUMBER and _isfinite(v) and 0 <= v <= SECONDS_MAX
+_seconds = is_seconds
 
 
 def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
@@ -384,8 +399,7 @@ def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
     tokens: tuple[bytes, ...] = ()
     if "tokens" in obj:
         raw_tokens = obj["tokens"]
-        if type(raw_tokens) is not list or len(raw_tokens) > MAX_TOKENS or not all(
-                type(t) is bytes and 0 < len(t) <= MAX_TOKEN_BYTES for t in raw_tokens):
+        if type(raw_tokens) is not list or len(raw_tokens) > MAX_TOKENS or not all(map(is_token, raw_tokens)):
             return None
         tokens = tuple(raw_tokens)
     return Result(token, work_id, _STATUS_OF[status], tuple(candidates),
@@ -393,18 +407,15 @@ def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
                   cov_version, trace, error, stats, tokens)
 
 
-MAX_TOKENS = 1024  # dictionary tokens per result
-MAX_TOKEN_BYTES = 128
-
-
 def _tokens(obj: dict[str, Any], f: _Fields) -> tuple[bytes, ...]:
     """A result's dictionary tokens (optional: absent is none)."""
     if "tokens" not in obj:
         return ()
-    tokens = f.list("tokens", limit=MAX_TOKENS)
-    if not all(type(t) is bytes and 0 < len(t) <= MAX_TOKEN_BYTES for t in tokens):
-        raise RemoteProtocolError(Reason.MALFORMED, f"tokens: must be 1..{MAX_TOKEN_BYTES} bytes each")
-    return tuple(tokens)
+    try:
+        check_tokens(obj["tokens"])
+    except RuleError as exc:
+        raise RemoteProtocolError(Reason.MALFORMED, str(exc)) from None
+    return tuple(obj["tokens"])
 
 
 def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
@@ -434,6 +445,10 @@ def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
     work = _work_fast(obj, limits)
     if work is not None:  # every check passed on the straight path
         return work
+    return _work_body(obj, limits)
+
+
+def _work_body(obj: dict[str, Any], limits: Limits) -> Work:
     f = _Fields(obj, "work", limits)
     if obj.get("kind") != "work":
         raise RemoteProtocolError(Reason.MALFORMED, f"kind {obj.get('kind')!r} on the work tag")
@@ -454,48 +469,15 @@ def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
     )
 
 
-# What a worker may put in the info map of each CONTROL kind it sends. A listed key must have
-# its type; any other key must be 1-64 printable ASCII characters with a range-checked count, duration or
-# short string (so a handler can log or sum it, and never meets a value it cannot hold).
-# Kinds the coordinator sends (SETUP, CANCEL, STOP) carry scalars, or maps or lists of scalars.
-_COUNT, _SECONDS, _TEXT, _COUNTS = "count", "seconds", "text", "counts"
-INFO_SCHEMA: dict[ControlKind, dict[str, str]] = {
-    ControlKind.HELLO: {"host": _TEXT, "pid": _COUNT},
-    ControlKind.HEARTBEAT: {"work_received": _COUNT, "busy_s": _SECONDS, "rss_mb": _COUNT},
-    ControlKind.STOP_ACK: {"results_sent": _COUNT, "busy_s": _SECONDS, "work_received": _COUNT,
-                           "max_held": _COUNT, "faults": _COUNTS},
-}
-_INFO_TEXT_BYTES = 256
-
-
-def _info_value(kind: str, v: Any) -> bool:
-    t = type(v)
-    if kind == _COUNT:
-        return t is int and 0 <= v <= COUNT_MAX
-    if kind == _SECONDS:
-        return t in (int, float) and math.isfinite(v) and 0 <= v <= SECONDS_MAX
-    if kind == _TEXT:
-        return t is str and len(v) <= _INFO_TEXT_BYTES
-    return False
+# What a worker may put in the info map of each CONTROL kind it sends: protocol/rules.py.
+INFO_SCHEMA: dict[ControlKind, dict[str, str]] = {ControlKind(k): v for k, v in _INFO_SCHEMA.items()}
 
 
 def _worker_info(kind: ControlKind, info: dict[str, Any]) -> dict[str, Any]:
-    schema = INFO_SCHEMA[kind]
-    if len(info) > MAX_INFO_KEYS:
-        raise RemoteProtocolError(Reason.MALFORMED, f"control.info: more than {MAX_INFO_KEYS} keys")
-    for k, v in info.items():
-        if type(k) is not str or _INFO_KEY.fullmatch(k) is None:
-            raise RemoteProtocolError(Reason.MALFORMED, "control.info: keys must be 1-64 printable ASCII characters")
-        want = schema.get(k)
-        if want == _COUNTS:
-            if type(v) is not dict:
-                raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a map")
-            _int_map(v, f"control.info.{k}")
-        elif want is not None:
-            if not _info_value(want, v):
-                raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected {want} in range")
-        elif not any(_info_value(w, v) for w in (_COUNT, _SECONDS, _TEXT)):
-            raise RemoteProtocolError(Reason.MALFORMED, f"control.info.{k}: expected a count, duration or short text")
+    try:
+        check_worker_info(kind.value, info)
+    except RuleError as exc:
+        raise RemoteProtocolError(Reason.MALFORMED, str(exc)) from None
     return info
 
 
@@ -514,10 +496,13 @@ def _nested_scalars(info: dict[str, Any], limits: Limits) -> dict[str, Any]:
 
 
 def decode_control(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Control:
-    obj = _envelope(frame, limits)
+    return _control_body(_envelope(frame, limits), limits)
+
+
+def _control_body(obj: dict[str, Any], limits: Limits) -> Control:
     f = _Fields(obj, "control", limits)
     kind = f.enum("kind", ControlKind)
-    tokens = f.list("tokens", limit=1 << 16)
+    tokens = f.list("tokens", limit=MAX_CONTROL_TOKENS)
     if not all(is_valid_token(t) for t in tokens):
         raise RemoteProtocolError(Reason.MALFORMED, "control.tokens: not 64 lowercase hex")
     info = f.map("info")

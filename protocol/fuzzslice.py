@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import msgpack
 
+from symfence.protocol.rules import MAX_TOKEN_BYTES, is_token
+
 SPEC_VERSION = 1
-MAX_TOKEN_BYTES = 128  # libFuzzer ignores longer dictionary entries
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,6 @@ def unpack_spec(blob: bytes) -> SliceSpec:
     entries, tokens = obj["entries"], obj["tokens"]
     if type(entries) is not list or not all(type(e) is bytes for e in entries):
         raise ValueError("fuzz slice spec: entries must be a list of bytes")
-    if type(tokens) is not list or not all(type(t) is bytes and 0 < len(t) <= MAX_TOKEN_BYTES for t in tokens):
+    if type(tokens) is not list or not all(map(is_token, tokens)):
         raise ValueError(f"fuzz slice spec: tokens must be a list of 1..{MAX_TOKEN_BYTES} bytes")
     return SliceSpec(tuple(entries), tuple(tokens))

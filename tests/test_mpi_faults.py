@@ -8,14 +8,15 @@ import pytest
 
 from symfence.coordinator.config import FAULT_KINDS
 from tests.mpi_helpers import run_campaign, synthetic_cfg
-from symfence.worker.faults import EXPECTED_REASON, WORK_FAULTS
+from symfence.worker.faults import BUG_FAULTS, EXPECTED_REASON, WORK_FAULTS
 
 pytestmark = pytest.mark.mpi
 
 
 def test_every_fault_is_classified_exactly(tmp_path):
     seeds = 400
-    faults = {"enabled": True, "seed": 7, **{kind: 0.05 for kind in FAULT_KINDS if kind not in WORK_FAULTS}}
+    faults = {"enabled": True, "seed": 7, **{kind: 0.05 for kind in FAULT_KINDS
+                                                   if kind not in WORK_FAULTS + BUG_FAULTS}}
     cfg = synthetic_cfg(synthetic={"seeds": seeds, "candidates": 1}, faults=faults,
                         limits={"max_message_bytes": 65536}, dispatch={"depth": 4, "deadline_s": 1.0, "max_attempts": 10},
                         # Classification is what this test checks: workers that inject faults on
@@ -26,7 +27,7 @@ def test_every_fault_is_classified_exactly(tmp_path):
     s = run.stats()
 
     injected = collections.Counter(e["kind"] for e in run.worker_events() if e["event"] == "fault.injected")
-    assert set(injected) == set(FAULT_KINDS) - set(WORK_FAULTS), f"some fault kinds never fired: {injected}"
+    assert set(injected) == set(FAULT_KINDS) - set(WORK_FAULTS) - set(BUG_FAULTS), f"some fault kinds never fired: {injected}"
     expected = collections.Counter()
     for kind, n in injected.items():
         expected[EXPECTED_REASON[kind]] += n

@@ -13,6 +13,11 @@ it is really on its way:
 - late: the genuine result is held back until the coordinator revokes its token (the CANCEL
   arrives after the dispatch deadline, or at the end of the campaign), then sent: a result
   delayed in the network past its deadline.
+And one that stands for a bug in symfence rather than a hostile or broken network:
+- buggy_result: the genuine result is replaced by one with its own token and a counter name the
+  wire's rules refuse (the 80-character names of issue 17), sent past the sender's checks. The
+  coordinator must refuse it as malformed and, unlike the kinds above, report it as a bug
+  (coordinator/refusals.py); the dispatch is left to expire and be retried.
 And one fault on the way in:
 - drop_work: a WORK that arrived is forgotten, as if the message had been lost; the next
   heartbeat shows the coordinator a token it sent but the worker does not hold (lost-message
@@ -48,9 +53,12 @@ EXPECTED_REASON = {
     "unowned": "unowned",
     "wrong_version": "incompatible",
     "late": "expired",
+    "buggy_result": "malformed",
 }
 # Faults that are not results: no quarantine reason, counted by the coordinator elsewhere.
 WORK_FAULTS = ("drop_work",)
+# Faults that stand for a bug in symfence: reported as one (coordinator/refusals.py), exit status 5.
+BUG_FAULTS = ("buggy_result",)
 BEFORE = ("stale", "missing", "malformed_token", "non_map", "oversized", "wrong_version")
 COORDINATOR = 0
 
@@ -96,6 +104,17 @@ class FaultInjector:
             self._hand_off(token, result.work_id)
         if self._roll("unowned"):
             self.unowned_owed += 1
+
+    def replace_buggy(self, token: DispatchToken, result: Result) -> bool:
+        """Whether the genuine result was replaced by a `buggy_result` (then it is not sent)."""
+        if not self._roll("buggy_result"):
+            return False
+        m = result_to_map(result)
+        m["token"] = token
+        m["stats"] = {**m["stats"], "concretised_" + "a_very_long_qualified_library_function_name." * 2: 1}
+        self.world.send(COORDINATOR, Tag.RESULT, encode_map(m))
+        self._sent("buggy_result", token=token[:16])
+        return True
 
     def hold_back(self, token: DispatchToken) -> bool:
         """Whether to withhold this genuine result until its token is revoked."""

@@ -25,6 +25,7 @@ from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
 from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
+from symfence.protocol.rules import DEFAULT_LIMITS, Limits
 from symfence.worker.endpoint import Endpoint
 from symfence.worker.engine_api import Executor, Outcome, Task
 from symfence.worker.executors import make_executor
@@ -55,6 +56,7 @@ class Worker:
         self.coverage = CoverageMap()
         self.sender = ResultSender(lambda frame: self.world.send(COORDINATOR, Tag.RESULT, frame))
         self.faults: FaultInjector | None = None
+        self.limits: Limits = DEFAULT_LIMITS  # the campaign's, from SETUP: what WORK and RESULT may hold
         self.stopping = False
         self.heartbeat_s = 1.0
         self.backoff = Backoff(cap_s=0.002)
@@ -75,13 +77,14 @@ class Worker:
             self.world.flush()
             return 0
         self.configure_log(setup["log_path"], self.rank)
+        self.limits = self.sender.limits = Limits.from_info(setup)
         self.heartbeat_s = float(setup["heartbeat_s"])
         cap_s = float(setup["poll_cap_ms"]) / 1000
         busy = crowded()
         self.backoff = Backoff(cap_s=max(cap_s, CROWDED_IDLE_CAP_S) if busy else cap_s, spins=spins_for_host())
         if setup.get("faults"):
             self.faults = FaultInjector(setup["faults"], self.world, self.peers,
-                                        int(setup["world_size"]), int(setup["max_message_bytes"]))
+                                        int(setup["world_size"]), self.limits.max_message_bytes)
         self.running_wait_s = cap_s if self.faults else max(cap_s, CROWDED_RUNNING_WAIT_S if busy else RUNNING_WAIT_S)
         log.info("worker.started", faults=bool(self.faults))
         try:
@@ -91,7 +94,8 @@ class Worker:
                 ex.close()
         if self.faults is not None:
             self.faults.at_stop()
-        info: dict[str, Any] = {"results_sent": self.sender.sent, "busy_s": round(self.busy_s, 6),
+        info: dict[str, Any] = {"results_sent": self.sender.sent, "results_unsendable": self.sender.unsendable,
+                                "busy_s": round(self.busy_s, 6),
                                 "work_received": self.work_received, "max_held": self.max_held, **self.counters}
         if self.faults is not None:
             info["faults"] = dict(self.faults.counts)
@@ -160,7 +164,7 @@ class Worker:
     def _on_work(self, frame: bytes) -> None:
         self.work_received += 1
         try:
-            work = decode_work(frame)
+            work = decode_work(frame, self.limits)
         except RemoteProtocolError as exc:
             # Without a valid token there is nobody to answer to: refuse, log, count.
             self.counters["work_refused"] += 1
@@ -179,7 +183,7 @@ class Worker:
 
     def _on_control(self, frame: bytes) -> None:
         try:
-            ctl = decode_control(frame)
+            ctl = decode_control(frame, self.limits)
         except RemoteProtocolError as exc:
             self.counters["control_refused"] += 1
             log.warning("control.refused", reason=exc.reason.value, detail=exc.detail)
@@ -294,6 +298,8 @@ class Worker:
             self.sender.send(work.token, result)
             return
         self.faults.before_result(work.token, result)
+        if self.faults.replace_buggy(work.token, result):
+            return
         if self.faults.hold_back(work.token):
             self.faults.held(work.token, self.sender.seal(work.token, result))
             return

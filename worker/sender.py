@@ -1,12 +1,22 @@
-"""The single result sender: the only way a genuine RESULT leaves a worker."""
+"""The single result sender: the only way a genuine RESULT leaves a worker, and always by the wire's rules."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Callable
 
-from symfence.protocol.codec import encode_map, result_to_map
+import structlog
+
+from symfence.protocol.codec import LocalProtocolError, encode
 from symfence.protocol.ids import DispatchToken, is_valid_token
-from symfence.protocol.messages import Result
+from symfence.protocol.messages import Candidate, Cost, Result, Status
+from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, SECONDS_MAX, Limits, fit_counters, fit_text,
+                                     fit_tokens)
+
+log = structlog.get_logger()
+_CANDIDATE_OVERHEAD = 256  # msgpack framing and fixed fields of one candidate, generously
+_RESULT_OVERHEAD = 4096  # the fixed fields of a RESULT, generously
 
 
 class ResultSender:
@@ -14,22 +24,92 @@ class ResultSender:
 
     Every exit path of the worker (success, crash, hang, executor exception, input
     materialization failure) answers through `send`, so none can forget or forge the token.
+    Before a result is encoded it is made to fit the campaign's limits (`fit`); one that still
+    breaks a rule is never sent as it is: it goes as a task error naming the field and the
+    value (counted in `unsendable`, logged once per field as `result.unsendable`).
     """
 
-    def __init__(self, transmit: Callable[[bytes], None]) -> None:
+    def __init__(self, transmit: Callable[[bytes], None], limits: Limits = DEFAULT_LIMITS) -> None:
         self._transmit = transmit
+        self.limits = limits
         self.sent = 0
+        self.unsendable = 0
+        self._logged: set[str] = set()
 
     def seal(self, token: DispatchToken, result: Result) -> bytes:
         """The frame `send` would transmit: a copy of the result stamped with `token`."""
         if not is_valid_token(token):
             raise ValueError("refusing to answer without a valid dispatch token")
-        m = result_to_map(result)
-        m["token"] = token
-        return encode_map(m)
+        result = fit(replace(result, token=token), self.limits)
+        try:
+            return encode(result, self.limits)
+        except LocalProtocolError as exc:
+            return self._refused(result, exc)
 
     def send(self, token: DispatchToken, result: Result) -> bytes:
         frame = self.seal(token, result)
         self._transmit(frame)
         self.sent += 1
         return frame
+
+    def _refused(self, result: Result, exc: LocalProtocolError) -> bytes:
+        self.unsendable += 1
+        if exc.field not in self._logged:
+            self._logged.add(exc.field)
+            log.error("result.unsendable", field=exc.field, detail=exc.detail, work_id=result.work_id[:16],
+                      status=result.status.value, note="sent as a task error instead (a bug in symfence)")
+        error = fit_text(f"symfence could not send this task's result: it breaks the wire's rules at"
+                         f" {exc.detail} (a bug in symfence; please report it)", self.limits.max_text_bytes)
+        for cost in (result.cost, Cost()):
+            try:
+                return encode(Result(result.token, result.work_id, Status.ERROR, cost=cost, error=error),
+                              self.limits)
+            except LocalProtocolError:
+                continue
+        raise AssertionError("an error result with an empty cost always encodes")
+
+
+def _seconds(v: float) -> float:
+    return min(max(float(v), 0.0), SECONDS_MAX) if math.isfinite(v) else 0.0
+
+
+def fit(result: Result, limits: Limits) -> Result:
+    """The result made to keep the wire's rules where that loses nothing that matters: names
+    made keys, texts cut (their ends kept), counts saturated, dictionary tokens cut; and
+    candidates the limits cannot carry dropped (findings kept first), counted in its stats."""
+    text = limits.max_text_bytes
+    kept: list[tuple[int, Candidate]] = []
+    dropped = {"size": 0, "count": 0, "message": 0}
+    budget = limits.max_message_bytes - _RESULT_OVERHEAD - len(result.trace) - 4 * min(len(result.error), text)
+    findings_first = sorted(range(len(result.candidates)), key=lambda i: result.candidates[i].kind is Status.OK)
+    for i in findings_first:
+        c = result.candidates[i]
+        if len(c.data) > limits.max_candidate_bytes or len(c.trace) > limits.max_candidate_bytes:
+            dropped["size"] += 1
+            continue
+        if len(kept) >= limits.max_candidates:
+            dropped["count"] += 1
+            continue
+        detail = fit_text(c.detail, text)
+        size = _CANDIDATE_OVERHEAD + len(c.data) + len(c.trace) + 4 * len(detail)
+        if size > budget:
+            dropped["message"] += 1
+            continue
+        budget -= size
+        kept.append((i, Candidate(c.data, c.sha256, c.trace, c.kind, min(c.bound, COUNT_MAX), c.new_bits,
+                                  detail)))
+    kept.sort(key=lambda ic: ic[0])  # the executor's order
+    stats = dict(result.stats)
+    for why, n in dropped.items():
+        if n:
+            stats[f"candidates_dropped_{why}"] = stats.get(f"candidates_dropped_{why}", 0) + n
+    cost = result.cost
+    return replace(
+        result,
+        candidates=tuple(c for _, c in kept),
+        cost=Cost(_seconds(cost.wall_s), _seconds(cost.cpu_s), _seconds(cost.solver_s),
+                  min(max(cost.execs, 0), COUNT_MAX) if type(cost.execs) is int else cost.execs),
+        error=fit_text(result.error, text),
+        stats=fit_counters(stats),
+        tokens=fit_tokens(result.tokens),
+    )

@@ -8,10 +8,10 @@ first C function called from an instrumented frame that holds a proxy in its loc
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any
 
+from symfence.protocol.rules import wire_key
 from symfence.worker.concolic.execution import ExecTimeout, time_limit
 from symfence.worker.concolic.instrument import Target
 from symfence.worker.concolic.models import is_proxy, make_input
@@ -23,13 +23,11 @@ _IGNORED = {"isinstance", "len", "getattr", "hasattr", "setattr", "iter", "next"
             "globals", "vars", "dir", "repr", "format", "min", "max", "sum", "any", "all",
             "sorted", "enumerate", "zip", "range", "__import__", "perf_counter", "monotonic",
             "setprofile", "setitimer", "signal", "sym_len"}
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
-_KEY_MAX = 80
 
 
 def stats_key(prefix: str, name: str) -> str:
-    """A counter name safe for ``fuzzer_stats`` lines (``key : value``) and bounded in length."""
-    return (prefix + _UNSAFE.sub("_", name))[:_KEY_MAX]
+    """The counter's name on the wire: valid and distinct by the wire's one key rule."""
+    return wire_key(prefix + name)
 
 
 def _c_name(fn: Any) -> str:

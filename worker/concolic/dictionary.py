@@ -20,13 +20,14 @@ from typing import Iterable
 
 import z3
 
+from symfence.protocol.rules import MAX_TOKEN_BYTES
+
 _BYTE_VAR = re.compile(r"b(\d+)\Z")
 _COMPARISONS = {
     z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT, z3.Z3_OP_ULT, z3.Z3_OP_ULEQ, z3.Z3_OP_UGT, z3.Z3_OP_UGEQ,
     z3.Z3_OP_SLT, z3.Z3_OP_SLEQ, z3.Z3_OP_SGT, z3.Z3_OP_SGEQ,
 }
 _MAX_NODES = 4096  # per condition: a deep expression is cut short, not walked for ever
-_MAX_TOKEN = 64
 
 
 def _byte_vars(expr: z3.ExprRef, budget: list[int]) -> set[int]:
@@ -117,4 +118,4 @@ def comparison_constants(conds: Iterable[z3.BoolRef], sites: Iterable[int] | Non
 
 def _add_run(tokens: dict[bytes, None], run: list[int], single: dict[int, int]) -> None:
     if len(run) >= 2:
-        tokens.setdefault(bytes(single[i] for i in run)[:_MAX_TOKEN], None)
+        tokens.setdefault(bytes(single[i] for i in run)[:MAX_TOKEN_BYTES], None)
