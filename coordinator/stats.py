@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from symfence.coordinator.engine_report import EngineCounters
+from symfence.protocol.coverage import MAP_SIZE
 from symfence.protocol.reasons import QuarantineCounters, Reason
 
 
@@ -90,7 +91,7 @@ class Stats:
             ("corpus_count", self.corpus),
             ("pending_total", pending),
             ("edges_found", self.edges),
-            ("bitmap_cvg", f"{100.0 * self.edges / 65536:.2f}%"),
+            ("bitmap_cvg", f"{100.0 * self.edges / MAP_SIZE:.2f}%"),
             ("saved_crashes", self.crashes),
             ("total_crashes", self.crashes_total),
             ("saved_hangs", self.hangs),

@@ -166,13 +166,15 @@ def check_worker_info(kind: str, info: Mapping[Any, Any]) -> None:
 _PLAIN = re.compile(r"[A-Za-z0-9_.]+")  # what `wire_key` keeps as it is (never its '~')
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
 _HASH_CHARS = 10  # 40 bits: distinct names collide with probability ~2**-40 per pair
+_MADE = re.compile(r"[A-Za-z0-9_.]{1,%d}~[0-9a-f]{%d}" % (KEY_MAX_CHARS - _HASH_CHARS - 1, _HASH_CHARS))
 
 
 def wire_key(name: str) -> str:
     """A valid key for `name`, deterministic and distinct: a name of [A-Za-z0-9_.] that fits is
     kept as it is; any other (too long, spaces, punctuation, non-ASCII) becomes its readable
-    ASCII form, cut to fit, then '~' and a hash of the whole name (kept names never hold '~')."""
-    if len(name) <= KEY_MAX_CHARS and _PLAIN.fullmatch(name):
+    ASCII form, cut to fit, then '~' and a hash of the whole name (kept names never hold '~').
+    A key it made is kept as it is (`wire_key(wire_key(x)) == wire_key(x)`)."""
+    if len(name) <= KEY_MAX_CHARS and (_PLAIN.fullmatch(name) or _MADE.fullmatch(name)):
         return name
     ascii_form = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     readable = _UNSAFE.sub("_", ascii_form) or "_"

@@ -1,4 +1,4 @@
-"""A record parser that leans on its library's long-named C helpers; crashes on one checksum."""
+"""A record parser that leans on its library's long-named C helpers; crashes on one payload."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def überprüfe_den_datensatz_mit_einem_absichtlich_sehr_langen_funktionsnamen_f
     total = _HEADER(data[:3]) ^ _PAYLOAD(payload)
     if _HEX(payload[:2]) == b"4142":
         total += 1
+    if payload == b"BOOM":
+        raise ValueError("ein Fehler in einer Funktion mit einem sehr langen, nicht-ASCII Namen")
     return total
 
 

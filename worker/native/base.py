@@ -14,6 +14,8 @@ from symfence.protocol.options import (  # noqa: F401 - re-exported: the schema 
 
 OOM_MARK = "MemoryError"  # the exception type the coordinator classes as an out-of-memory finding
 
+from symfence.protocol.coverage import MAP_SIZE
+
 
 class NativeError(Exception):
     """The target cannot be run this way (static binary, unmodelled import, missing build, ...).
@@ -87,4 +89,4 @@ def signal_name(sig: int) -> str:
 
 def fold(index: int) -> int:
     """AFL maps larger than 64 KiB are folded into the campaign's 64 KiB map."""
-    return index & 0xFFFF
+    return index & (MAP_SIZE - 1)

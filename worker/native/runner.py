@@ -16,6 +16,7 @@ import traceback
 import zlib
 from typing import Any
 
+from symfence.protocol.coverage import MAP_SIZE
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Phase
@@ -25,11 +26,11 @@ from symfence.worker.native.base import OOM_MARK, NativeError, NativeOptions, Ru
 def target_salt(target: str) -> int:
     """Per-target offset into the campaign's one 64 KiB map: afl-cc (PCGUARD) builds number their
     edges 0, 1, 2, ... and two targets would otherwise share every index."""
-    return zlib.crc32(target.encode()) & 0xFFFF
+    return zlib.crc32(target.encode()) & (MAP_SIZE - 1)
 
 
 def salted(trace: Any, salt: int) -> dict[int, int]:
-    return {(index + salt) & 0xFFFF: count for index, count in trace.items()}
+    return {(index + salt) & (MAP_SIZE - 1): count for index, count in trace.items()}
 
 
 def with_frames(target: str, data: bytes, opts: NativeOptions, detail: str) -> str:
