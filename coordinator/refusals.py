@@ -1,4 +1,4 @@
-"""Results refused from ranks that are not banned, for reasons an honest worker never causes: a bug, said loudly.
+"""Results refused from not-banned ranks for reasons an honest worker never causes: a bug, said loudly.
 
 An honest worker's sender keeps the wire's rules (worker/sender.py), answers with the token and
 work id it was sent and speaks our protocol version, so a `malformed`, `incompatible` or
@@ -29,8 +29,8 @@ HONEST_NEVER = (Reason.MALFORMED, Reason.INCOMPATIBLE, Reason.MISMATCHED)
 # faults are enabled they are subtracted. `buggy_result` is not here: it stands for a bug.
 INJECTED = {"malformed_token": Reason.MALFORMED, "non_map": Reason.MALFORMED, "oversized": Reason.MALFORMED,
             "wrong_version": Reason.INCOMPATIBLE}
-SEND_US = ("this is a bug in symfence, please send us {out}/logs/ (coordinator.jsonl and worker-{rank}.jsonl),"
-           " {out}/campaign.json and `symfence --version`")
+SEND_US = ("this is a bug in symfence, please send us {out}/logs/ (coordinator.jsonl and"
+           " worker-{rank}.jsonl), {out}/campaign.json and `symfence --version`")
 
 
 @dataclass
@@ -94,7 +94,8 @@ class Refusals:
                              f" ({r.first[reason][:120]})")
         return "REFUSED honest results (a bug in symfence): " + "; ".join(parts)
 
-    def judge(self, banned: Iterable[Rank], injected: Mapping[Rank, Mapping[str, int]] | None) -> list[Judged]:
+    def judge(self, banned: Iterable[Rank],
+              injected: Mapping[Rank, Mapping[str, int]] | None) -> list[Judged]:
         """Every not-banned rank with results refused for a reason no honest worker causes, with
         injected faults subtracted (`injected`: per rank, its STOP_ACK's fault counts)."""
         out = []

@@ -36,8 +36,8 @@ from symfence.protocol.rules import INFO_SCHEMA as _INFO_SCHEMA
 # The rules themselves live in protocol/rules.py (their one home); the limits and ranges are
 # imported here by name for the codec's callers.
 __all__ = ["COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
-           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError", "decode_control",
-           "decode_result", "decode_work", "encode", "encode_map", "result_to_map"]
+           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError",
+           "decode_control", "decode_result", "decode_work", "encode", "encode_map", "result_to_map"]
 
 
 class RemoteProtocolError(Exception):
@@ -82,7 +82,8 @@ def encode(msg: Work | Result | Control, limits: Limits = DEFAULT_LIMITS) -> byt
         if _result_fast(m, limits) is None:
             _local(_result_body, m, limits)
     elif isinstance(msg, Control):
-        m = {"v": PROTOCOL_VERSION, "kind": msg.kind.value, "tokens": list(msg.tokens), "info": dict(msg.info)}
+        m = {"v": PROTOCOL_VERSION, "kind": msg.kind.value, "tokens": list(msg.tokens),
+             "info": dict(msg.info)}
         _local(_control_body, m, limits)
     else:
         raise TypeError(f"not a message: {type(msg).__name__}")

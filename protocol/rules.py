@@ -1,4 +1,4 @@
-"""The wire's rules in one place: every limit and field rule, and the makers of names and texts that keep them.
+"""The wire's rules in one place: every limit and field rule, and the makers of names and texts keeping them.
 
 The encoder (`codec.encode`, which raises `LocalProtocolError`) and the decoder (`codec.decode_*`,
 which raises `RemoteProtocolError`) check a message against the rules defined here, with the
@@ -77,7 +77,9 @@ class RuleError(ValueError):
 def shown(value: Any, limit: int = 80) -> str:
     """A value as a short, escaped repr for an error text (never the whole of a huge value)."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(value) if hasattr(value, '__len__') else '?'} long)"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(value) if hasattr(value, '__len__') else '?'} long)"
 
 
 # --- field rules --------------------------------------------------------------------------------

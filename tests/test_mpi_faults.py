@@ -27,7 +27,8 @@ def test_every_fault_is_classified_exactly(tmp_path):
     s = run.stats()
 
     injected = collections.Counter(e["kind"] for e in run.worker_events() if e["event"] == "fault.injected")
-    assert set(injected) == set(FAULT_KINDS) - set(WORK_FAULTS) - set(BUG_FAULTS), f"some fault kinds never fired: {injected}"
+    assert set(injected) == set(FAULT_KINDS) - set(WORK_FAULTS) - set(BUG_FAULTS), \
+        f"some fault kinds never fired: {injected}"
     expected = collections.Counter()
     for kind, n in injected.items():
         expected[EXPECTED_REASON[kind]] += n

@@ -33,7 +33,8 @@ def test_hybrid_on_long_and_non_ascii_library_names_commits_every_result(tmp_pat
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150)
     assert run.code == 0, run.explain()
     s = run.stats()
-    assert int(s["quarantined_results"]) == 0, (s, [e for e in run.events() if e["event"] == "result.quarantined"][:2])
+    refused = [e for e in run.events() if e["event"] == "result.quarantined"]
+    assert int(s["quarantined_results"]) == 0, (s, refused[:2])
     assert int(s["committed"]) == int(s["results_received"]) >= 4
     assert int(s["concolic_execs"]) > 0 and int(s["fuzz_execs"]) > 0  # both stages ran and were credited
     assert "REFUSED" not in run.stdout + run.stderr
@@ -59,6 +60,7 @@ def test_refused_results_of_an_honest_rank_end_the_campaign_loudly(tmp_path):
     assert all(e["reason"] == "malformed" and "result.stats" in e["detail"] for e in events)
     assert "worker.results_refused" in run.stderr and "result.stats" in run.stderr  # on the console
     refused = [line for line in run.stdout.splitlines() if line.strip().startswith("REFUSED")]
-    assert len(refused) == 2 and all("malformed" in line and "result.stats" in line for line in refused), run.stdout
+    assert len(refused) == 2, run.stdout
+    assert all("malformed" in line and "result.stats" in line for line in refused), run.stdout
     assert "this is a bug in symfence, please send us" in run.stdout
     assert "exit status 5" in run.stderr

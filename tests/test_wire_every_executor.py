@@ -35,7 +35,8 @@ from tests.native_support import HAVE_CC, HAVE_TRITONDSE, compile_c
 TARGET = "examples.longnames.target:target"
 TOKEN = "a" * 64
 _LETTERS = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"))
-_IDENT = st.from_regex(r"[A-Za-z_\u00c0-\u024f\u0370-\u03ff\u4e00-\u4e2f][\w\u00c0-\u024f]{0,40}", fullmatch=True)
+_IDENT = st.from_regex(r"[A-Za-z_\u00c0-\u024f\u0370-\u03ff\u4e00-\u4e2f][\w\u00c0-\u024f]{0,40}",
+                       fullmatch=True)
 # The shapes of names in real code: long qualified names, non-ASCII identifiers, spaces, 200 characters.
 NAMES = st.one_of(
     st.lists(_IDENT, min_size=2, max_size=8).map(".".join),
@@ -117,7 +118,8 @@ def _assemble(task: Task, outcome: Outcome) -> tuple[Outcome, bytes, list]:
 
 
 def test_every_executor_kind_ran(outcomes):
-    expected = {"synthetic", "concolic", "traced", "fuzz"} | ({"native"} if HAVE_CC and HAVE_TRITONDSE else set())
+    native = {"native"} if HAVE_CC and HAVE_TRITONDSE else set()
+    expected = {"synthetic", "concolic", "traced", "fuzz"} | native
     assert set(outcomes) == expected
     assert any(o.status is ExitKind.CRASH or any(c.kind is ExitKind.CRASH for c in o.candidates)
                for runs in outcomes.values() for _, o in runs if runs is not outcomes["synthetic"])
@@ -138,12 +140,14 @@ def test_nothing_an_executor_produces_is_refused(outcomes, kind, names, deep):
         for i, name in enumerate(names):
             stats[stats_key("concretised_", name)] = stats.get(stats_key("concretised_", name), 0) + i
             stats[stats_key("left_via.", name)] = 1
-        frames = "".join(f'  File "/src/{n}.py", line {i}, in {n}\n' for i, n in enumerate(names * (1 + deep // 50)))
+        frames = "".join(f'  File "/src/{n}.py", line {i}, in {n}\n'
+                         for i, n in enumerate(names * (1 + deep // 50)))
         traceback = f"Traceback (most recent call last):\n{frames}ValueError: {names[-1]}\n"
         named = Outcome(
             outcome.status, outcome.trace,
-            tuple(CandidateOut(c.data, c.trace, c.kind, c.bound, c.detail + traceback if c.kind is not ExitKind.OK
-                               else c.detail) for c in outcome.candidates),
+            tuple(CandidateOut(c.data, c.trace, c.kind, c.bound,
+                               c.detail + traceback if c.kind is not ExitKind.OK else c.detail)
+                  for c in outcome.candidates),
             outcome.wall_s, outcome.cpu_s, outcome.solver_s, outcome.execs,
             outcome.error + (traceback if outcome.status is not ExitKind.OK else ""),
             stats, tuple(outcome.tokens) + tuple(n.encode() for n in names))
@@ -170,9 +174,11 @@ def test_the_engine_names_generated_library_functions_validly(tmp_path_factory, 
         setattr(helper, name, zlib.crc32)
     sys.modules[module] = helper
     folder = tmp_path_factory.mktemp(stem)
-    calls = "\n".join(f"    total ^= getattr(lib, {name!r})(data[:{i + 1}])" for i, name in enumerate(functions))
-    (folder / f"{stem}.py").write_text(f"lib = __import__({module!r})\n\n\ndef target(data):\n    total = 0\n{calls}\n"
-                                       "    if total == 7:\n        raise ValueError(total)\n")
+    calls = "\n".join(f"    total ^= getattr(lib, {name!r})(data[:{i + 1}])"
+                      for i, name in enumerate(functions))
+    (folder / f"{stem}.py").write_text(
+        f"lib = __import__({module!r})\n\n\ndef target(data):\n    total = 0\n{calls}\n"
+        "    if total == 7:\n        raise ValueError(total)\n")
     sys.path.insert(0, str(folder))
     try:
         from symfence.worker.concolic.engine import ConcolicEngine

@@ -11,13 +11,13 @@ from structlog.testing import capture_logs
 
 from symfence.coordinator.config import ConfigError, parse
 from symfence.coordinator.refusals import Refusals
-from symfence.protocol.codec import (LocalProtocolError, RemoteProtocolError, decode_result, encode, encode_map,
-                                     result_to_map)
+from symfence.protocol.codec import (LocalProtocolError, RemoteProtocolError, decode_result, encode,
+                                     encode_map, result_to_map)
 from symfence.protocol.ids import Rank
 from symfence.protocol.messages import Result, Status
 from symfence.protocol.reasons import Reason
-from symfence.protocol.rules import (COUNT_MAX, FOLDED_KEY, KEY_MAX_CHARS, MAX_INFO_KEYS, Limits, fit_counters,
-                                     fit_text, is_key, wire_key)
+from symfence.protocol.rules import (COUNT_MAX, FOLDED_KEY, KEY_MAX_CHARS, MAX_INFO_KEYS, Limits,
+                                     fit_counters, fit_text, is_key, wire_key)
 from symfence.worker.sender import ResultSender
 
 TOKEN, WORK_ID = "a" * 64, "b" * 64

@@ -94,8 +94,8 @@ class Worker:
                 ex.close()
         if self.faults is not None:
             self.faults.at_stop()
-        info: dict[str, Any] = {"results_sent": self.sender.sent, "results_unsendable": self.sender.unsendable,
-                                "busy_s": round(self.busy_s, 6),
+        info: dict[str, Any] = {"results_sent": self.sender.sent,
+                                "results_unsendable": self.sender.unsendable, "busy_s": round(self.busy_s, 6),
                                 "work_received": self.work_received, "max_held": self.max_held, **self.counters}
         if self.faults is not None:
             info["faults"] = dict(self.faults.counts)

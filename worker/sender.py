@@ -80,8 +80,10 @@ def fit(result: Result, limits: Limits) -> Result:
     text = limits.max_text_bytes
     kept: list[tuple[int, Candidate]] = []
     dropped = {"size": 0, "count": 0, "message": 0}
-    budget = limits.max_message_bytes - _RESULT_OVERHEAD - len(result.trace) - 4 * min(len(result.error), text)
-    findings_first = sorted(range(len(result.candidates)), key=lambda i: result.candidates[i].kind is Status.OK)
+    budget = (limits.max_message_bytes - _RESULT_OVERHEAD - len(result.trace)
+              - 4 * min(len(result.error), text))
+    findings_first = sorted(range(len(result.candidates)),
+                            key=lambda i: result.candidates[i].kind is Status.OK)
     for i in findings_first:
         c = result.candidates[i]
         if len(c.data) > limits.max_candidate_bytes or len(c.trace) > limits.max_candidate_bytes:

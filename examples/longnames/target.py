@@ -6,7 +6,8 @@ from examples.longnames import _accelerator
 
 beschleuniger = __import__(_accelerator.NAME)  # as `import <that module>` would, by its (long) name
 _HEADER = getattr(beschleuniger, "checksum_of_the_record_header_including_the_magic_and_the_length_fields")
-_PAYLOAD = getattr(beschleuniger, "prüfsumme_über_den_nutzdatenblock_einschließlich_aller_füllbytes_am_ende")
+_PAYLOAD = getattr(beschleuniger,
+                   "prüfsumme_über_den_nutzdatenblock_einschließlich_aller_füllbytes_am_ende")
 _HEX = getattr(beschleuniger, "hexadecimal rendering with spaces in its registered name")
 
 
