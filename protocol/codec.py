@@ -75,7 +75,7 @@ def encode(msg: Work | Result | Control, limits: Limits = DEFAULT_LIMITS) -> byt
     one raises `LocalProtocolError` (naming the field and the value) and nothing is encoded."""
     if isinstance(msg, Work):
         m = work_to_map(msg)
-        if _work_fast(m, limits) is None:  # the full checks name the fault
+        if not _work_valid(m, limits):  # the full checks name the fault
             _local(_work_body, m, limits)
     elif isinstance(msg, Result):
         m = result_to_map(msg)
@@ -422,6 +422,16 @@ def _tokens(obj: dict[str, Any], f: _Fields) -> tuple[bytes, ...]:
 def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
     """The common case of `decode_work` in one pass (same checks; None when any fails, so the
     full path names the fault). Never raises."""
+    if not _work_valid(obj, limits):
+        return None
+    get = obj.get
+    return Work(get("token"), get("work_id"), get("data"), get("sha256"), get("executor"), get("target"),
+                get("bound"), get("options"), float(get("deadline_s")), get("cov_version"), get("cov_delta"),
+                get("attempt"))
+
+
+def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
+    """Whether `_work_fast` would decode the map (the encoder's check of its own WORK)."""
     get = obj.get
     token, work_id, sha, executor, target = get("token"), get("work_id"), get("sha256"), get("executor"), get("target")
     data, delta, options = get("data"), get("cov_delta"), get("options")
@@ -433,12 +443,11 @@ def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
             or type(bound) is not int or not 0 <= bound <= COUNT_MAX or not _seconds(deadline_s)
             or type(cov_version) is not int or not 0 <= cov_version <= INT_MAX
             or type(attempt) is not int or not 1 <= attempt <= COUNT_MAX or type(options) is not dict):
-        return None
+        return False
     for k, v in options.items():
         if type(k) is not str or not _scalar_ok(v, limits):
-            return None
-    return Work(token, work_id, data, sha, executor, target, bound, options, float(deadline_s), cov_version,
-                delta, attempt)
+            return False
+    return True
 
 
 def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
