@@ -297,6 +297,34 @@ def _finalize_with_watchdog(timeout_s: float | None = None) -> None:
     faulthandler.cancel_dump_traceback_later()
 
 
+# ---------------------------------------------------------------------------------- triage tools
+
+
+def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
+    """`replay`, `cmin`, `coverage`: offline tools over a campaign's output (symfence.tools, docs/triage.md)."""
+    replay = sub.add_parser("replay", help="re-run saved crashes and hangs on the current code (exit 1: still crashes)")
+    replay.add_argument("paths", nargs="+", metavar="OUT | FILE", help="a campaign's output directory, or saved files")
+    replay.add_argument("--corpus", action="store_true", help="replay queue/ too and report new crashes and hangs")
+    replay.add_argument("--target", action="append", metavar="[OLD=]NEW",
+                        help="run NEW in place of the campaign's target OLD (a rebuilt binary, another module)")
+    replay.add_argument("-j", "--jobs", type=int, default=0, help="replays at a time (default: up to 4)")
+    replay.add_argument("-v", "--verbose", action="store_true", help="print each replay's traceback or report")
+
+
+def _dispatch(module: str, function: str):  # noqa: ANN202
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(args)
+
+    return run
+
+
+TRIAGE_COMMANDS = {
+    "replay": _dispatch("symfence.tools.replay", "run_replay"),
+}
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -323,7 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     recover = sub.add_parser("recover", help="rebuild a damaged journal from queue/ and crashes/")
     recover.add_argument("outdir")
     recover.add_argument("--config", required=True, help="the campaign's TOML file")
+    _triage_parsers(sub)
     args = p.parse_args(argv)
+    if args.command in TRIAGE_COMMANDS:
+        return TRIAGE_COMMANDS[args.command](args)
     if args.command == "plot":
         from symfence.coordinator.plot import PlotError, plot_campaign
 
