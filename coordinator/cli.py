@@ -309,6 +309,12 @@ def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
                         help="run NEW in place of the campaign's target OLD (a rebuilt binary, another module)")
     replay.add_argument("-j", "--jobs", type=int, default=0, help="replays at a time (default: up to 4)")
     replay.add_argument("-v", "--verbose", action="store_true", help="print each replay's traceback or report")
+    cmin = sub.add_parser("cmin", help="the smallest set of corpus entries that keeps every edge (afl-cmin's semantics)")
+    cmin.add_argument("outdir", metavar="OUT")
+    cmin.add_argument("--to", required=True, metavar="DIR", help="folder for the kept entries (new or empty)")
+    cmin.add_argument("--target", help="only this target's corpus (default: each target, one folder each)")
+    cmin.add_argument("--edges-only", action="store_true", help="ignore hit counts (afl-cmin -e)")
+    cmin.add_argument("--afl-binary", help="native: the afl-cc build to trace (default: native.options.afl_target)")
 
 
 def _dispatch(module: str, function: str):  # noqa: ANN202
@@ -322,6 +328,7 @@ def _dispatch(module: str, function: str):  # noqa: ANN202
 
 TRIAGE_COMMANDS = {
     "replay": _dispatch("symfence.tools.replay", "run_replay"),
+    "cmin": _dispatch("symfence.tools.cmin", "run_cmin"),
 }
 
 

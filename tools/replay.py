@@ -44,12 +44,13 @@ class Now(str, enum.Enum):
     DIFFERENT = "crashes differently"
     FIXED = "fixed"
     HANGS = "still hangs"
-    NEW_CRASH = "new crash"  # a corpus entry (--corpus) that crashes now
+    NEW_CRASH = "new crash"  # a corpus entry (--corpus) that crashes now, unlike any saved crash
+    KNOWN_CRASH = "crashes like a saved crash"  # a corpus entry with a saved crash's identity
     NEW_HANG = "new hang"
     UNREPLAYABLE = "could not replay"
 
 
-CRASHING = (Now.SAME, Now.DIFFERENT, Now.NEW_CRASH)
+CRASHING = (Now.SAME, Now.DIFFERENT, Now.NEW_CRASH, Now.KNOWN_CRASH)
 HANGING = (Now.HANGS, Now.NEW_HANG)
 
 
@@ -116,10 +117,12 @@ class Runner:
         return replay_plain(target, data, self.timeout_s)
 
 
-def judge(item: SavedInput, replay: Replay, target: str) -> Row:
+def judge(item: SavedInput, replay: Replay, target: str,
+          known_identities: dict[str, set[str]] | None = None) -> Row:
     """Compare what an input does now with what the campaign saved."""
     corpus = item.kind == "queue"
     saved = "" if corpus else saved_identity(item)
+    known_identities = known_identities or {}
     if replay.verdict is Verdict.UNKNOWN:
         return Row(item, Now.UNREPLAYABLE, saved, "", replay.detail)
     if replay.verdict is Verdict.RAN_FINE:
@@ -128,16 +131,24 @@ def judge(item: SavedInput, replay: Replay, target: str) -> Row:
         return Row(item, Now.NEW_HANG if corpus else Now.HANGS, saved, HANG_IDENTITY, replay.detail)
     identity = identify_run("crash", replay.detail, target)
     if corpus:
-        return Row(item, Now.NEW_CRASH, saved, identity, replay.detail)
+        known = identity in known_identities.get(item.target, ())
+        return Row(item, Now.KNOWN_CRASH if known else Now.NEW_CRASH, saved, identity, replay.detail)
     return Row(item, Now.SAME if identity == saved else Now.DIFFERENT, saved, identity, replay.detail)
 
 
 def replay_all(runner: Runner, items: Iterable[SavedInput], jobs: int = 1) -> list[Row]:
-    """Each input in a fresh process (``jobs`` at a time), the rows in input order."""
+    """Each input in a fresh process (``jobs`` at a time), the rows in input order. A corpus
+    entry that is also a saved finding (the same bytes for the same target) is not run twice."""
     items = list(items)
+    found = {(i.target, i.data) for i in items if i.kind != "queue"}
+    items = [i for i in items if i.kind != "queue" or (i.target, i.data) not in found]
+    known: dict[str, set[str]] = {}
+    for i in items:
+        if i.kind == "crash":
+            known.setdefault(i.target, set()).add(saved_identity(i))
 
     def one(item: SavedInput) -> Row:
-        return judge(item, runner.run(item.target, item.data), item.target)
+        return judge(item, runner.run(item.target, item.data), item.target, known)
 
     if jobs <= 1 or len(items) <= 1:
         return [one(i) for i in items]
@@ -253,7 +264,8 @@ def run_replay(args) -> int:  # noqa: ANN001 - argparse.Namespace
         print(f"symfence replay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     rows = [row for runner, items in groups for row in replay_all(runner, items, jobs)]
-    if not any(r.item.kind != "queue" for r in rows) and not replayed_corpus:
+    replayed_corpus = sum(1 for r in rows if r.item.kind == "queue")
+    if not rows:
         print("no saved crashes or hangs to replay")
         return EXIT_FIXED
     print(render(rows, replayed_corpus=replayed_corpus))
