@@ -315,6 +315,14 @@ def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
     cmin.add_argument("--target", help="only this target's corpus (default: each target, one folder each)")
     cmin.add_argument("--edges-only", action="store_true", help="ignore hit counts (afl-cmin -e)")
     cmin.add_argument("--afl-binary", help="native: the afl-cc build to trace (default: native.options.afl_target)")
+    cov = sub.add_parser("coverage", help="a line-coverage report (HTML, JSON) of the code under test over the corpus")
+    cov.add_argument("outdir", metavar="OUT")
+    cov.add_argument("--html", required=True, metavar="DIR", help="folder for the report (DIR/index.html)")
+    cov.add_argument("--target", help="only this target (default: each target, one folder each)")
+    cov.add_argument("--modules", help="Python: comma-separated modules whose lines count (default: the harness's"
+                                       " MODULES, else the target's module)")
+    cov.add_argument("--gcov-binary", help="native: the target built with cc --coverage")
+    cov.add_argument("--source-root", help="native: the sources' root folder for gcovr (default: .)")
 
 
 def _dispatch(module: str, function: str):  # noqa: ANN202
@@ -329,6 +337,7 @@ def _dispatch(module: str, function: str):  # noqa: ANN202
 TRIAGE_COMMANDS = {
     "replay": _dispatch("symfence.tools.replay", "run_replay"),
     "cmin": _dispatch("symfence.tools.cmin", "run_cmin"),
+    "coverage": _dispatch("symfence.tools.coverage_report", "run_coverage"),
 }
 
 
