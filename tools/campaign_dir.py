@@ -40,6 +40,8 @@ class SavedInput:
     detail: str = ""  # the saved traceback or reason ("" for a corpus entry)
     path: Path | None = None  # its file under OUT, when written
     name: str = ""  # its file name (queue entries: as `queue/` names them)
+    identity: str = ""  # a finding's crash identity as the campaign saved it ("" before identities)
+    minimized: bytes | None = None  # a finding's minimized input, once the campaign minimized it
 
     @property
     def label(self) -> str:
@@ -117,11 +119,17 @@ class CampaignDir:
         journal = self._journal()
         try:
             rows = list(journal.iter_findings())
+            triage = journal.triage()
         finally:
             journal.close()
         files = {kind: self._files(kind) for kind in ("crash", "hang")}
-        return [SavedInput(f.kind.value, f.finding_id, f.target, f.data, f.detail,
-                           files[f.kind.value].get(f.finding_id)) for f in rows]
+        out = []
+        for f in rows:
+            identity, _, minimized, _ = triage.get((f.kind.value, f.finding_id), ("", "", None, None))
+            path = files[f.kind.value].get(f.finding_id)
+            out.append(SavedInput(f.kind.value, f.finding_id, f.target, f.data, f.detail, path,
+                                  path.name if path else "", identity, minimized))
+        return out
 
     def corpus(self) -> list[SavedInput]:
         """Every corpus entry (queue/), in queue id order, named as queue/ names it."""

@@ -34,7 +34,6 @@ EXIT_USAGE = 2
 EXIT_HANGS = 4
 EXIT_UNREPLAYABLE = 5
 HANG_IDENTITY = "hang"
-IDENTITY_LINE = "identity: "  # first line of crash_details/crash-NNNNNN.txt, once crash identity writes it
 
 
 class Now(str, enum.Enum):
@@ -60,14 +59,11 @@ def identify_run(kind: str, detail: str, target: str) -> str:
 
 
 def saved_identity(item: SavedInput) -> str:
-    """The identity the campaign saved for a finding: the key written in its crash_details file
-    when there is one, else derived from the saved detail the same way a replay's is."""
+    """The identity the campaign saved for a finding (the journal's triage record), else, for a
+    finding saved before identities, derived from its saved detail as a replay's is."""
     if item.kind == "hang":
         return HANG_IDENTITY
-    first = item.detail.split("\n", 1)[0]
-    if first.startswith(IDENTITY_LINE):
-        return first[len(IDENTITY_LINE):].strip()
-    return identify_run(item.kind, item.detail, item.target)
+    return item.identity or identify_run(item.kind, item.detail, item.target)
 
 
 @dataclass(frozen=True)
@@ -108,10 +104,17 @@ class Runner:
     def run(self, target: str, data: bytes) -> Replay:
         target = self.target(target)
         if self.native:
+            from symfence.protocol.crashid import is_sanitizer_report
             from symfence.worker.native.plain import run_plain
+            from symfence.worker.triage.symbolize import native_detail
 
-            return run_plain(target, data, input_mode=self.input_mode, timeout_s=self.timeout_s,
-                             mem_limit_mb=self.mem_limit_mb)
+            run = run_plain(target, data, input_mode=self.input_mode, timeout_s=self.timeout_s,
+                            mem_limit_mb=self.mem_limit_mb)
+            if run.verdict is not Verdict.CRASHED or is_sanitizer_report(run.detail):
+                return run
+            # The frames the campaign's confirmation took (a gdb run of the plain build).
+            frames = native_detail(target, data, self.input_mode, timeout_s=max(self.timeout_s, 2.0))
+            return Replay(run.verdict, f"{run.detail}\n{frames}" if frames else run.detail)
         from symfence.worker.concolic.replay import replay_plain
 
         return replay_plain(target, data, self.timeout_s)
