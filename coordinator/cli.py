@@ -315,6 +315,8 @@ def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
     cmin.add_argument("--target", help="only this target's corpus (default: each target, one folder each)")
     cmin.add_argument("--edges-only", action="store_true", help="ignore hit counts (afl-cmin -e)")
     cmin.add_argument("--afl-binary", help="native: the afl-cc build to trace (default: native.options.afl_target)")
+    cmin.add_argument("--oracle", choices=("forkserver", "showmap"), default="forkserver",
+                      help="native: trace through the campaign's forkserver (default) or afl-showmap (as afl-cmin)")
     cov = sub.add_parser("coverage", help="a line-coverage report (HTML, JSON) of the code under test over the corpus")
     cov.add_argument("outdir", metavar="OUT")
     cov.add_argument("--html", required=True, metavar="DIR", help="folder for the report (DIR/index.html)")

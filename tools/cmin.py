@@ -10,8 +10,9 @@ names. A campaign with several targets gets one folder per target (``--target`` 
 
 The trace is the campaign's own yardstick: for Python targets the real tracer
 (``worker.realtrace``, coverage.py's arcs, the ``coverage.include`` list of the config); for
-native targets the afl-cc build (``native.options.afl_target``) through the forkserver oracle,
-as ``afl-showmap`` would run it. Exit status: 0 done, 2 usage (no campaign, DIR not empty, no
+native targets the afl-cc build (``native.options.afl_target``) through the campaign's forkserver
+oracle, or (``--oracle showmap``) one ``afl-showmap -r`` run per input (raw counts: the same
+traces; afl-cmin's own runs differ only where afl-showmap 4.04c drops an edge hit 8+ times). Exit status: 0 done, 2 usage (no campaign, DIR not empty, no
 AFL build), 1 no entry could be traced.
 """
 
@@ -91,9 +92,11 @@ def trace_python(campaign: CampaignDir, target: str, items: list[SavedInput]) ->
     return [Traced(i, t.status, tuples_of(t.trace)) for i, t in zip(items, done)]
 
 
-def trace_native(campaign: CampaignDir, target: str, items: list[SavedInput], binary: str | None) -> list[Traced]:
+def trace_native(campaign: CampaignDir, target: str, items: list[SavedInput], binary: str | None,
+                 oracle_name: str = "forkserver") -> list[Traced]:
     from symfence.worker.native.base import NativeError, NativeOptions, RunKind
     from symfence.worker.native.forkserver import ForkserverOracle
+    from symfence.worker.native.showmap import ShowmapOracle
 
     opts = NativeOptions.from_mapping(campaign.cfg["native.options"])
     build = binary or opts.afl_path(target)
@@ -101,8 +104,9 @@ def trace_native(campaign: CampaignDir, target: str, items: list[SavedInput], bi
         raise CampaignDirError(f"native.options.afl_target: {build} does not exist (cmin traces the afl-cc"
                                " build; build it, or pass --afl-binary)")
     try:
-        oracle = ForkserverOracle(build, input_mode=opts.input, exec_timeout_s=campaign.timeout_s,
-                                  mem_limit_mb=opts.target_mem_limit_mb)
+        cls = ShowmapOracle if oracle_name == "showmap" else ForkserverOracle
+        oracle = cls(build, input_mode=opts.input, exec_timeout_s=campaign.timeout_s,
+                     mem_limit_mb=opts.target_mem_limit_mb)
     except NativeError as exc:
         raise CampaignDirError(f"native.options.afl_target: {exc}") from None
     out = []
@@ -124,9 +128,10 @@ def _safe(text: str) -> str:
 
 
 def cmin_target(campaign: CampaignDir, target: str, items: list[SavedInput], to: Path, *,
-                edges_only: bool = False, afl_binary: str | None = None) -> dict[str, int]:
+                edges_only: bool = False, afl_binary: str | None = None,
+                oracle: str = "forkserver") -> dict[str, int]:
     if campaign.native:
-        traced = trace_native(campaign, target, items, afl_binary)
+        traced = trace_native(campaign, target, items, afl_binary, oracle)
     else:
         traced = trace_python(campaign, target, items)
     usable = [t for t in traced if t.status == "ok"]
@@ -161,7 +166,7 @@ def run_cmin(args) -> int:  # noqa: ANN001 - argparse.Namespace
                 continue
             folder = to if len(targets) == 1 else to / _safe(target)
             reports[target] = cmin_target(campaign, target, items, folder, edges_only=args.edges_only,
-                                          afl_binary=args.afl_binary)
+                                          afl_binary=args.afl_binary, oracle=args.oracle)
     except CampaignDirError as exc:
         print(f"symfence cmin: {exc}", file=sys.stderr)
         return EXIT_USAGE

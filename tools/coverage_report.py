@@ -60,18 +60,22 @@ def python_report(campaign: CampaignDir, target: str, items: list[SavedInput], h
     from symfence.worker.executors.childenv import child_env
     from symfence.worker.executors.traced import TRACE_SLACK
 
+    def linecov(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "symfence.tools.linecov", *args], capture_output=True,
+                              text=True, env=child_env(), stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            raise MeasureError(f"target {target}: the coverage replay failed: {why}")
+        return proc.stdout.strip().splitlines()[-1]
+
+    # The default modules are found by importing the target: in a process of their own, so the
+    # measuring one imports it under coverage.py (its module-level lines count, as in the bench).
+    modules = modules or json.loads(linecov("--modules-of", target))
     with tempfile.TemporaryDirectory(prefix="symfence-coverage-") as tmp:
         listing = _write_inputs(items, Path(tmp))
         html.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "symfence.tools.linecov", target, repr(campaign.timeout_s * TRACE_SLACK),
-               str(listing), "--html", str(html), "--json", str(html / "coverage.json")]
-        if modules:
-            cmd += ["--modules", ",".join(modules)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise MeasureError(f"target {target}: the coverage replay failed: {why}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result = json.loads(linecov(target, repr(campaign.timeout_s * TRACE_SLACK), str(listing), "--modules",
+                                    ",".join(modules), "--html", str(html), "--json", str(html / "coverage.json")))
     result["exceptions"] = len(result["exceptions"])
     (html / SUMMARY).write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -9,9 +9,11 @@ input still running after ``timeout_s`` is abandoned and counted as a hang; its 
 count), and every distinct escaping exception (type + innermost frame) is named with the first
 input that raised it. Run it in a fresh process: it imports the target.
 
-    python -m symfence.tools.linecov TARGET TIMEOUT_S LISTING [--modules M,..] [--html DIR] [--json FILE]
+    python -m symfence.tools.linecov TARGET TIMEOUT_S LISTING --modules M,.. [--html DIR] [--json FILE]
+    python -m symfence.tools.linecov --modules-of TARGET
 
-(LISTING: a file of input paths, one a line) prints the measurement as one JSON object.
+(LISTING: a file of input paths, one a line) prints the measurement as one JSON object; the
+second form prints the default module list (it imports the target, so it is a process of its own).
 """
 
 from __future__ import annotations
@@ -65,13 +67,13 @@ def _alarm(signum, frame):  # noqa: ANN001
     raise ReplayTimeout()
 
 
-def measure(spec: str, modules: list[str] | None, inputs: Iterable[tuple[str, bytes]], timeout_s: float,
+def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], timeout_s: float,
             *, html: Path | None = None, json_out: Path | None = None) -> dict:
     """Replay ``inputs`` (name, data), in order, on ``spec`` under coverage.py; see the module docstring.
 
-    Returns lines covered per file and in total, the statements of those files, the hangs and
-    ``exceptions``: signature -> the name of the first input raising it."""
-    modules = modules or default_modules(spec)
+    The target must not be imported yet (its module-level lines count). Returns lines covered
+    per file and in total, the statements of those files, the hangs and ``exceptions``:
+    signature -> the name of the first input raising it."""
     files = module_files(modules)
     cov = coverage.Coverage(data_file=None, config_file=False, include=files)
     found: dict[str, str] = {}
@@ -113,11 +115,15 @@ def measure(spec: str, modules: list[str] | None, inputs: Iterable[tuple[str, by
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--modules-of"]:
+        print(json.dumps(default_modules(argv[1])))
+        return
     p = argparse.ArgumentParser(prog="python -m symfence.tools.linecov")
     p.add_argument("target")
     p.add_argument("timeout_s", type=float)
     p.add_argument("listing", help="a file of input paths, one a line")
-    p.add_argument("--modules", default="", help="comma-separated modules whose lines count")
+    p.add_argument("--modules", required=True, help="comma-separated modules whose lines count")
     p.add_argument("--html")
     p.add_argument("--json")
     args = p.parse_args(argv)
