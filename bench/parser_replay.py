@@ -25,7 +25,8 @@ def replay(spec: str, modules: list[str], start_ts: float, paths: list[Path]) ->
     paths = sorted(paths, key=lambda p: (p.stat().st_mtime, p.name))
     result = measure(spec, modules, ((str(p), p.read_bytes()) for p in paths), REPLAY_TIMEOUT_S)
     mtime = {str(p): p.stat().st_mtime for p in paths}
-    found = {sig: {"file": name, "found_s": mtime[name] - start_ts} for sig, name in result["exceptions"].items()}
+    found = {sig: {"file": name, "found_s": mtime[name] - start_ts}
+             for sig, name in result["exceptions"].items()}
     return {**result, "exceptions": dict(sorted(found.items(), key=lambda kv: kv[1]["found_s"]))}
 
 

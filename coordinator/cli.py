@@ -302,26 +302,33 @@ def _finalize_with_watchdog(timeout_s: float | None = None) -> None:
 
 def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
     """`replay`, `cmin`, `coverage`: offline tools over a campaign's output (symfence.tools, docs/triage.md)."""
-    replay = sub.add_parser("replay", help="re-run saved crashes and hangs on the current code (exit 1: still crashes)")
-    replay.add_argument("paths", nargs="+", metavar="OUT | FILE", help="a campaign's output directory, or saved files")
-    replay.add_argument("--corpus", action="store_true", help="replay queue/ too and report new crashes and hangs")
+    replay = sub.add_parser("replay", help="re-run saved crashes and hangs on the current code"
+                                           " (exit 1: still crashes)")
+    replay.add_argument("paths", nargs="+", metavar="OUT | FILE",
+                        help="a campaign's output directory, or saved files")
+    replay.add_argument("--corpus", action="store_true",
+                        help="replay queue/ too and report new crashes and hangs")
     replay.add_argument("--target", action="append", metavar="[OLD=]NEW",
-                        help="run NEW in place of the campaign's target OLD (a rebuilt binary, another module)")
+                        help="run NEW in place of the campaign's target OLD (a rebuilt binary, another"
+                             " module)")
     replay.add_argument("-j", "--jobs", type=int, default=0, help="replays at a time (default: up to 4)")
-    replay.add_argument("-v", "--verbose", action="store_true", help="print each replay's traceback or report")
-    cmin = sub.add_parser("cmin", help="the smallest set of corpus entries that keeps every edge (afl-cmin's semantics)")
+    replay.add_argument("-v", "--verbose", action="store_true",
+                        help="print each replay's traceback or report")
+    cmin = sub.add_parser("cmin", help="the fewest corpus entries that keep every edge (afl-cmin's semantics)")
     cmin.add_argument("outdir", metavar="OUT")
     cmin.add_argument("--to", required=True, metavar="DIR", help="folder for the kept entries (new or empty)")
     cmin.add_argument("--target", help="only this target's corpus (default: each target, one folder each)")
     cmin.add_argument("--edges-only", action="store_true", help="ignore hit counts (afl-cmin -e)")
-    cmin.add_argument("--afl-binary", help="native: the afl-cc build to trace (default: native.options.afl_target)")
+    cmin.add_argument("--afl-binary",
+                      help="native: the afl-cc build to trace (default: native.options.afl_target)")
     cmin.add_argument("--oracle", choices=("forkserver", "showmap"), default="forkserver",
-                      help="native: trace through the campaign's forkserver (default) or afl-showmap (as afl-cmin)")
-    cov = sub.add_parser("coverage", help="a line-coverage report (HTML, JSON) of the code under test over the corpus")
+                      help="native: trace through the campaign's forkserver (default) or afl-showmap")
+    cov = sub.add_parser("coverage", help="a line-coverage report (HTML, JSON) of the code under test")
     cov.add_argument("outdir", metavar="OUT")
     cov.add_argument("--html", required=True, metavar="DIR", help="folder for the report (DIR/index.html)")
     cov.add_argument("--target", help="only this target (default: each target, one folder each)")
-    cov.add_argument("--modules", help="Python: comma-separated modules whose lines count (default: the harness's"
+    cov.add_argument("--modules", help="Python: comma-separated modules whose lines count (default: the"
+                                       " harness's"
                                        " MODULES, else the target's module)")
     cov.add_argument("--gcov-binary", help="native: the target built with cc --coverage")
     cov.add_argument("--source-root", help="native: the sources' root folder for gcovr (default: .)")

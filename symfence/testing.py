@@ -62,7 +62,8 @@ class FuzzReport:
         if f is None:
             return f"{self.target}: no crash or hang in {self.elapsed_s:.1f} s ({len(self.executed)} tasks)"
         what = "crashes" if f.kind == "crash" else "hangs"
-        return (f"{self.target} {what} ({f.identity}), found after {len(self.executed)} tasks (seed {self.seed})\n"
+        return (f"{self.target} {what} ({f.identity}), found after {len(self.executed)} tasks"
+                f" (seed {self.seed})\n"
                 f"minimized input ({len(f.minimized)} bytes, from {len(f.data)}): {f.minimized!r}\n"
                 f"{f.traceback.rstrip()}")
 
@@ -73,7 +74,8 @@ def target_spec(target: str | Callable[[bytes], Any]) -> str:
         return target
     module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", "")
     if not module or module == "__main__" or not name.isidentifier():
-        raise ValueError(f"{target!r} is not a module-level function of an importable module: pass 'module:function'")
+        raise ValueError(f"{target!r} is not a module-level function of an importable module:"
+                         " pass 'module:function'")
     return f"{module}:{name}"
 
 
@@ -86,7 +88,8 @@ def fuzz(target: str | Callable[[bytes], Any], *, budget_s: float = 10.0, seed: 
     from symfence.worker.executors.base import ExitKind, Task
 
     spec = target_spec(target)
-    opts = {"exec_timeout_s": float(exec_timeout_s), "solver_timeout_ms": 1000, "cov_include": "", **(options or {})}
+    opts = {"exec_timeout_s": float(exec_timeout_s), "solver_timeout_ms": 1000, "cov_include": "",
+            **(options or {})}
     report = FuzzReport(spec, seed)
     rng = random.Random(seed)
     coverage = CoverageMap()
@@ -114,7 +117,8 @@ def fuzz(target: str | Callable[[bytes], Any], *, budget_s: float = 10.0, seed: 
                 break
             report.execs += outcome.execs
             if outcome.status is ExitKind.ERROR:
-                raise RuntimeError(f"symfence.testing.fuzz: {spec}: {outcome.error.strip().splitlines()[-1:]}")
+                last = (outcome.error.strip().splitlines() or ["?"])[-1]
+                raise RuntimeError(f"symfence.testing.fuzz: {spec}: {last}")
             if outcome.status in (ExitKind.CRASH, ExitKind.HANG):
                 found = (outcome.status.value, data)
                 break

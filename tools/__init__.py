@@ -1,4 +1,4 @@
-"""Offline triage tools (replay, corpus minimization, coverage report, pytest): a campaign's output, outside MPI.
+"""Offline triage tools (replay, corpus minimization, coverage report, pytest) over a campaign's output.
 
 ``symfence.tools`` sits above both halves of a campaign: it reads what rank 0 wrote (the config
 snapshot, the journal, read-only) and runs targets with the workers' own runners (the plain

@@ -63,7 +63,8 @@ class CampaignDir:
         try:
             raw = json.loads(snap.read_text())
         except FileNotFoundError:
-            raise CampaignDirError(f"{root} holds no {CONFIG_SNAPSHOT}: is it a symfence output directory?") from None
+            raise CampaignDirError(f"{root} holds no {CONFIG_SNAPSHOT}: is it a symfence output"
+                                   " directory?") from None
         except (OSError, ValueError) as exc:
             raise CampaignDirError(f"cannot read {snap}: {exc}") from None
         try:
@@ -140,7 +141,8 @@ class CampaignDir:
             journal.close()
         files = self._files("queue")
         return [SavedInput("queue", e.queue_id, e.target, e.data, "", files.get(e.queue_id),
-                           OutputDir.queue_name(e.queue_id, parent=e.parent, origin=e.origin, new_bits=e.new_bits))
+                           OutputDir.queue_name(e.queue_id, parent=e.parent, origin=e.origin,
+                                                     new_bits=e.new_bits))
                 for e in rows]
 
     def check_target(self, target: str) -> str:

@@ -1,4 +1,4 @@
-"""`symfence cmin OUT --to DIR`: the smallest set of corpus entries that keeps every edge of the campaign's map.
+"""`symfence cmin OUT --to DIR`: the fewest corpus entries that keep every edge of the campaign's map.
 
 afl-cmin's semantics, step for step: every corpus entry is run once and its trace taken as a
 set of tuples (edge, AFL hit-count class; ``--edges-only``: edge alone, afl-cmin's ``-e``); for
@@ -12,8 +12,8 @@ The trace is the campaign's own yardstick: for Python targets the real tracer
 (``worker.realtrace``, coverage.py's arcs, the ``coverage.include`` list of the config); for
 native targets the afl-cc build (``native.options.afl_target``) through the campaign's forkserver
 oracle, or (``--oracle showmap``) one ``afl-showmap -r`` run per input (raw counts: the same
-traces; afl-cmin's own runs differ only where afl-showmap 4.04c drops an edge hit 8+ times). Exit status: 0 done, 2 usage (no campaign, DIR not empty, no
-AFL build), 1 no entry could be traced.
+traces; afl-cmin's own runs differ only where afl-showmap 4.04c drops an edge hit 8+ times).
+Exit status: 0 done, 2 usage (no campaign, DIR not empty, no AFL build), 1 nothing kept.
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ def cmin_target(campaign: CampaignDir, target: str, items: list[SavedInput], to:
     return {"entries": len(items), "kept": len(kept), "tuples": len(tuples),
             "edges": len({e for e, _ in tuples}), "crashed": sum(t.status == "crash" for t in traced),
             "hung": sum(t.status == "hang" for t in traced),
-            "bytes_in": sum(len(t.item.data) for t in usable), "bytes_kept": sum(len(by_name[n].item.data) for n in kept)}
+            "bytes_in": sum(len(t.item.data) for t in usable),
+            "bytes_kept": sum(len(by_name[n].item.data) for n in kept)}
 
 
 def run_cmin(args) -> int:  # noqa: ANN001 - argparse.Namespace
@@ -175,8 +176,10 @@ def run_cmin(args) -> int:  # noqa: ANN001 - argparse.Namespace
         return EXIT_NOTHING
     for target, r in reports.items():
         unit = "edges" if args.edges_only else "tuples"
-        left = f"; left out: {r['crashed']} crashing, {r['hung']} hanging" if r["crashed"] or r["hung"] else ""
-        print(f"{target}: {r['entries']} corpus entries -> {r['kept']} kept ({r['bytes_kept']} of {r['bytes_in']}"
+        left = f"; left out: {r['crashed']} crashing, {r['hung']} hanging" if r["crashed"] or r["hung"] \
+            else ""
+        print(f"{target}: {r['entries']} corpus entries -> {r['kept']} kept"
+              f" ({r['bytes_kept']} of {r['bytes_in']}"
               f" bytes), {r[unit]} {unit} ({r['edges']} edges) kept{left}")
     print(f"written to {to}/")
     return EXIT_OK if any(r["kept"] for r in reports.values()) else EXIT_NOTHING

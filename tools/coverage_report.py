@@ -1,4 +1,4 @@
-"""`symfence coverage OUT --html DIR`: a line-coverage report of the code under test over the campaign's corpus.
+"""`symfence coverage OUT --html DIR`: a line-coverage report of the code under test over the corpus.
 
 Python targets: the corpus (``queue/``) and the saved crashes are replayed, in a fresh process,
 by the benchmarks' own yardstick (``symfence.tools.linecov``: coverage.py over the harness's
@@ -74,8 +74,9 @@ def python_report(campaign: CampaignDir, target: str, items: list[SavedInput], h
     with tempfile.TemporaryDirectory(prefix="symfence-coverage-") as tmp:
         listing = _write_inputs(items, Path(tmp))
         html.mkdir(parents=True, exist_ok=True)
-        result = json.loads(linecov(target, repr(campaign.timeout_s * TRACE_SLACK), str(listing), "--modules",
-                                    ",".join(modules), "--html", str(html), "--json", str(html / "coverage.json")))
+        result = json.loads(linecov(target, repr(campaign.timeout_s * TRACE_SLACK), str(listing),
+                                    "--modules", ",".join(modules), "--html", str(html),
+                                    "--json", str(html / "coverage.json")))
     result["exceptions"] = len(result["exceptions"])
     (html / SUMMARY).write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -100,7 +101,8 @@ def native_report(campaign: CampaignDir, target: str, items: list[SavedInput], h
                   mem_limit_mb=opts.target_mem_limit_mb)
     html.mkdir(parents=True, exist_ok=True)
     summary = html / "coverage-summary.json"
-    cmd = [sys.executable, "-m", "gcovr", "--root", str(source_root), "--html-details", str(html / "index.html"),
+    cmd = [sys.executable, "-m", "gcovr", "--root", str(source_root),
+           "--html-details", str(html / "index.html"),
            "--json-summary", str(summary), "--json-summary-pretty", str(objects)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)

@@ -1,4 +1,4 @@
-"""The line-coverage yardstick: a target's inputs replayed under coverage.py, lines covered in the code under test.
+"""The line-coverage yardstick: inputs replayed under coverage.py, the lines of the code under test covered.
 
 One computation for every figure of "lines covered": the benchmarks (``bench/parser_replay.py``
 over every fuzzer's output) and ``symfence coverage`` (a campaign's corpus, with an HTML and a
@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     result = measure(args.target, [m for m in args.modules.split(",") if m],
                      ((str(p), p.read_bytes()) for p in paths), args.timeout_s,
-                     html=Path(args.html) if args.html else None, json_out=Path(args.json) if args.json else None)
+                     html=Path(args.html) if args.html else None,
+                     json_out=Path(args.json) if args.json else None)
     print(json.dumps(result))
 
 

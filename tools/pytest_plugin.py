@@ -1,4 +1,4 @@
-"""The pytest plugin (entry point ``pytest11: symfence``): ``pytest --symfence-replay OUT`` makes each saved crash a test.
+"""The pytest plugin (``pytest11``): ``pytest --symfence-replay OUT`` makes each saved crash a test case.
 
 Each crash and hang a campaign saved in ``OUT`` becomes one test item,
 ``symfence-replay/<OUT name>::crashes/id:000002``: it replays the input exactly as ``symfence

@@ -1,4 +1,4 @@
-"""`symfence replay`: re-runs saved crashes and hangs on the current code and says which are fixed (the CI gate).
+"""`symfence replay`: saved crashes and hangs re-run on the current code, which are fixed (the CI gate).
 
 Every input runs in a fresh process on the plain target (Python: the function itself in a new
 interpreter, no engine, no tracer; native: the plain build), with the campaign's own per-input
@@ -213,7 +213,8 @@ def _remap(values: list[str], campaign: CampaignDir | None) -> dict[str, str]:
         old, sep, new = value.partition("=")
         if not sep:
             if campaign is None or len(campaign.targets) != 1:
-                raise CampaignDirError(f"--target {value}: name the target it replaces (OLD=NEW); the campaign"
+                raise CampaignDirError(f"--target {value}: name the target it replaces (OLD=NEW);"
+                                       " the campaign"
                                        " has " + (", ".join(campaign.targets) if campaign else "no config"))
             old, new = campaign.targets[0], value
         elif campaign is not None:
@@ -222,7 +223,8 @@ def _remap(values: list[str], campaign: CampaignDir | None) -> dict[str, str]:
     return remap
 
 
-def _from_files(paths: list[Path], remap_args: list[str]) -> tuple[list[tuple[Runner, list[SavedInput]]], int]:
+def _from_files(paths: list[Path], remap_args: list[str]) -> tuple[list[tuple[Runner, list[SavedInput]]],
+                                                                   int]:
     """FILES...: each must be in a campaign's crashes/, hangs/ or queue/."""
     groups: dict[Path, tuple[Runner, list[SavedInput]]] = {}
     corpus = 0
@@ -261,7 +263,8 @@ def run_replay(args) -> int:  # noqa: ANN001 - argparse.Namespace
             replayed_corpus = len(corpus)
         else:
             if args.corpus:
-                raise CampaignDirError("--corpus replays a campaign's queue/: give the campaign's OUT directory")
+                raise CampaignDirError("--corpus replays a campaign's queue/: give the campaign's"
+                                       " OUT directory")
             groups, replayed_corpus = _from_files(paths, args.target or [])
     except CampaignDirError as exc:
         print(f"symfence replay: {exc}", file=sys.stderr)
