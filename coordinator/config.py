@@ -340,10 +340,10 @@ def exec_timeout_s(cfg: Config) -> float:
     stage, so it is concolic.options.exec_timeout_s there; native.options.exec_timeout_s).
     The one value `symfence replay`, `cmin`, `coverage` and the pytest plugin apply per input."""
     if cfg["campaign.executor"] == "native":
-        from symfence.worker.native.base import NativeOptions
+        from symfence.protocol.options import NativeOptions
 
         return NativeOptions.from_mapping(cfg["native.options"]).exec_timeout_s
-    from symfence.worker.concolic.options import EngineOptions
+    from symfence.protocol.options import EngineOptions
 
     return EngineOptions.from_mapping(cfg["concolic.options"]).exec_timeout_s
 

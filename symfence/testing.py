@@ -85,7 +85,7 @@ def fuzz(target: str | Callable[[bytes], Any], *, budget_s: float = 10.0, seed: 
     """Fuzz ``target`` for up to ``budget_s``; see the module docstring. Raises FuzzFailure on a
     crash or hang (``raise_on_finding``), else returns the report."""
     from symfence.worker.executors import make_executor
-    from symfence.worker.executors.base import ExitKind, Task
+    from symfence.worker.engine_api import ExitKind, Task
 
     spec = target_spec(target)
     opts = {"exec_timeout_s": float(exec_timeout_s), "solver_timeout_ms": 1000, "cov_include": "",
@@ -147,7 +147,7 @@ def _triage(spec: str, kind: str, data: bytes, opts: dict[str, Any], minimize_s:
     """The plain run's identity, the campaign's minimization task, the minimized input's traceback."""
     from symfence.worker.concolic.replay import Verdict, replay_plain
     from symfence.worker.executors import make_executor
-    from symfence.worker.executors.base import ExitKind, Task
+    from symfence.worker.engine_api import ExitKind, Task
 
     timeout = float(opts["exec_timeout_s"])
     first = replay_plain(spec, data, timeout)

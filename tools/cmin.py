@@ -94,7 +94,8 @@ def trace_python(campaign: CampaignDir, target: str, items: list[SavedInput]) ->
 
 def trace_native(campaign: CampaignDir, target: str, items: list[SavedInput], binary: str | None,
                  oracle_name: str = "forkserver") -> list[Traced]:
-    from symfence.worker.native.base import NativeError, NativeOptions, RunKind
+    from symfence.protocol.options import NativeOptions
+    from symfence.worker.native.base import NativeError, RunKind
     from symfence.worker.native.forkserver import ForkserverOracle
     from symfence.worker.native.showmap import ShowmapOracle
 

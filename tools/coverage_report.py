@@ -57,7 +57,7 @@ def _write_inputs(items: list[SavedInput], folder: Path) -> Path:
 
 def python_report(campaign: CampaignDir, target: str, items: list[SavedInput], html: Path,
                   modules: list[str]) -> dict:
-    from symfence.worker.executors.childenv import child_env
+    from symfence.protocol.childenv import child_env
     from symfence.worker.executors.traced import TRACE_SLACK
 
     def linecov(*args: str) -> str:
@@ -84,7 +84,7 @@ def python_report(campaign: CampaignDir, target: str, items: list[SavedInput], h
 
 def native_report(campaign: CampaignDir, target: str, items: list[SavedInput], html: Path,
                   binary: str, source_root: Path) -> dict:
-    from symfence.worker.native.base import NativeOptions
+    from symfence.protocol.options import NativeOptions
     from symfence.worker.native.plain import run_plain
 
     build = Path(binary).resolve()

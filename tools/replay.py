@@ -90,7 +90,7 @@ class Runner:
     def for_campaign(cls, campaign: CampaignDir, remap: dict[str, str]) -> Runner:
         mode, mem = "stdin", 0
         if campaign.native:
-            from symfence.worker.native.base import NativeOptions
+            from symfence.protocol.options import NativeOptions
 
             opts = NativeOptions.from_mapping(campaign.cfg["native.options"])
             mode, mem = opts.input, opts.target_mem_limit_mb

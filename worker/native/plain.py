@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from symfence.worker.concolic.replay import Replay, Verdict
-from symfence.worker.executors.childenv import child_env
+from symfence.protocol.childenv import child_env
 from symfence.worker.native.base import signal_name
 
 SANITIZER_ENV = {"ASAN_OPTIONS": "abort_on_error=1:symbolize=1:detect_leaks=0",
