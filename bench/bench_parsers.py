@@ -20,7 +20,6 @@ replayed. Results: bench/results/parsers.{md,json} (the per-run details are in t
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import re
@@ -46,9 +45,10 @@ def default_targets() -> list[str]:
 
 
 def parser_modules(spec: str) -> list[str]:
-    """The modules whose lines count for ``spec``: the harness's MODULES, else the target's own module."""
-    module_name = spec.partition(":")[0]
-    return list(getattr(importlib.import_module(module_name), "MODULES", (module_name,)))
+    """The modules whose lines count for ``spec`` (symfence.tools.linecov's default, as `symfence coverage`)."""
+    from symfence.tools.linecov import default_modules
+
+    return default_modules(spec)
 
 
 def _env() -> dict[str, str]:

@@ -300,6 +300,59 @@ def _finalize_with_watchdog(timeout_s: float | None = None) -> None:
     faulthandler.cancel_dump_traceback_later()
 
 
+# ---------------------------------------------------------------------------------- triage tools
+
+
+def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
+    """`replay`, `cmin`, `coverage`: offline tools over a campaign's output (symfence.tools, docs/triage.md)."""
+    replay = sub.add_parser("replay", help="re-run saved crashes and hangs on the current code"
+                                           " (exit 1: still crashes)")
+    replay.add_argument("paths", nargs="+", metavar="OUT | FILE",
+                        help="a campaign's output directory, or saved files")
+    replay.add_argument("--corpus", action="store_true",
+                        help="replay queue/ too and report new crashes and hangs")
+    replay.add_argument("--target", action="append", metavar="[OLD=]NEW",
+                        help="run NEW in place of the campaign's target OLD (a rebuilt binary, another"
+                             " module)")
+    replay.add_argument("-j", "--jobs", type=int, default=0, help="replays at a time (default: up to 4)")
+    replay.add_argument("-v", "--verbose", action="store_true",
+                        help="print each replay's traceback or report")
+    cmin = sub.add_parser("cmin", help="the fewest corpus entries that keep every edge (afl-cmin's semantics)")
+    cmin.add_argument("outdir", metavar="OUT")
+    cmin.add_argument("--to", required=True, metavar="DIR", help="folder for the kept entries (new or empty)")
+    cmin.add_argument("--target", help="only this target's corpus (default: each target, one folder each)")
+    cmin.add_argument("--edges-only", action="store_true", help="ignore hit counts (afl-cmin -e)")
+    cmin.add_argument("--afl-binary",
+                      help="native: the afl-cc build to trace (default: native.options.afl_target)")
+    cmin.add_argument("--oracle", choices=("forkserver", "showmap"), default="forkserver",
+                      help="native: trace through the campaign's forkserver (default) or afl-showmap")
+    cov = sub.add_parser("coverage", help="a line-coverage report (HTML, JSON) of the code under test")
+    cov.add_argument("outdir", metavar="OUT")
+    cov.add_argument("--html", required=True, metavar="DIR", help="folder for the report (DIR/index.html)")
+    cov.add_argument("--target", help="only this target (default: each target, one folder each)")
+    cov.add_argument("--modules", help="Python: comma-separated modules whose lines count (default: the"
+                                       " harness's"
+                                       " MODULES, else the target's module)")
+    cov.add_argument("--gcov-binary", help="native: the target built with cc --coverage")
+    cov.add_argument("--source-root", help="native: the sources' root folder for gcovr (default: .)")
+
+
+def _dispatch(module: str, function: str):  # noqa: ANN202
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(args)
+
+    return run
+
+
+TRIAGE_COMMANDS = {
+    "replay": _dispatch("symfence.tools.replay", "run_replay"),
+    "cmin": _dispatch("symfence.tools.cmin", "run_cmin"),
+    "coverage": _dispatch("symfence.tools.coverage_report", "run_coverage"),
+}
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -326,7 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     recover = sub.add_parser("recover", help="rebuild a damaged journal from queue/ and crashes/")
     recover.add_argument("outdir")
     recover.add_argument("--config", required=True, help="the campaign's TOML file")
+    _triage_parsers(sub)
     args = p.parse_args(argv)
+    if args.command in TRIAGE_COMMANDS:
+        return TRIAGE_COMMANDS[args.command](args)
     if args.command == "plot":
         from symfence.coordinator.plot import PlotError, plot_campaign
 

@@ -338,6 +338,20 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     return options
 
 
+def exec_timeout_s(cfg: Config) -> float:
+    """One execution's time limit (longer is a hang) as the campaign's findings were confirmed
+    with: the corpus executor's option (every Python executor re-runs findings on the concolic
+    stage, so it is concolic.options.exec_timeout_s there; native.options.exec_timeout_s).
+    The one value `symfence replay`, `cmin`, `coverage` and the pytest plugin apply per input."""
+    if cfg["campaign.executor"] == "native":
+        from symfence.protocol.options import NativeOptions
+
+        return NativeOptions.from_mapping(cfg["native.options"]).exec_timeout_s
+    from symfence.protocol.options import EngineOptions
+
+    return EngineOptions.from_mapping(cfg["concolic.options"]).exec_timeout_s
+
+
 # Where each executor_options key comes from in the config (for one-line errors).
 OPTION_KEYS = {"cov_include": "coverage.include", "instrument": "concolic.instrument"}
 
