@@ -25,6 +25,7 @@ says in one line why hosts cannot be made here. The forwarder runs as
 from __future__ import annotations
 
 import ctypes
+import itertools
 import json
 import os
 import re
@@ -45,6 +46,7 @@ _NAME = re.compile(rf"^{re.escape(PREFIX)}(\d+)-")
 CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA
 IFF_TAP, IFF_NO_PI = 0x0002, 0x1000
+_SEQ = itertools.count(1)
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -125,15 +127,13 @@ class Cluster:
 
     DEV = "eth0"
 
-    def __init__(self, n: int = 3, *, delays: dict[str, float] | None = None, workdir: Path | None = None,
-                 tag: str | None = None) -> None:
+    def __init__(self, n: int = 3, *, delays: dict[str, float] | None = None, workdir: Path | None = None) -> None:
         if n < 1 or n > 200:
             raise ValueError("1 <= n <= 200 hosts")
         pid = os.getpid()
-        self.tag = tag or str(pid)
-        self.workdir = Path(workdir or f"/tmp/{PREFIX}{self.tag}")
+        base = f"{PREFIX}{pid}-{next(_SEQ)}-"  # several clusters of one process never collide
+        self.workdir = Path(workdir or f"/tmp/{base.rstrip('-')}")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        base = f"{PREFIX}{pid}-" if tag is None else f"{PREFIX}{pid}-{tag}-"
         # A /24 of 10.0.0.0/8 picked from the pid: isolated anyway, but distinct per maker.
         net = f"10.{200 + pid % 50}.{(pid // 50) % 250}"
         self.switch = base + "sw"

@@ -157,6 +157,7 @@ class Coordinator:
         self.all_lost = False
         self.unstopped: list[Rank] = []  # workers that never acknowledged STOP (hung)
         self._last_tick: float | None = None
+        self._next_beat = 0.0  # the next coordinator heartbeat to the workers (_beat)
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._t0 = clock()
@@ -265,13 +266,16 @@ class Coordinator:
 
     def exit_code(self) -> int:
         """0 for a campaign that ran; 1 if MPI failed, every worker was lost or every task it ran
-        was an error; 3 after a failed write, 4 after any other exception (failure.ExitCode)."""
+        was an error; 3 after a failed write, 4 after any other exception; 6 if it ended with lost
+        or hung workers that never answered STOP; 5 for refused results (failure.ExitCode)."""
         if self.failure is not None:
             return self.failure.exit_code
         if self.pump is not None and self.pump.error is not None:
             return ExitCode.FAILED
-        if self.all_lost or self.unstopped:  # every worker lost, or one hung until the end
+        if self.all_lost:
             return ExitCode.FAILED
+        if self.unstopped:  # lost (cut off) or hung until the end: the job is aborted
+            return ExitCode.RANKS_LOST
         if self.stats.all_tasks_errored():
             return ExitCode.FAILED
         return ExitCode.REFUSED if self.refusals.over_share(self._refused()) else ExitCode.OK
@@ -474,6 +478,7 @@ class Coordinator:
             self._absorb_pause(now)
             self._expire(now)
             self._check_lost(now)
+            self._beat(now)
             if self.afl_sync is not None and self.dispatching and self.afl_sync.due(now):
                 self._import_afl()
             if self.journal.needs_flush():
@@ -535,6 +540,17 @@ class Coordinator:
         for rank in sorted(self.alive):
             if now - self.last_seen.get(rank, now) > limit:
                 self._lose_worker(rank, f"no heartbeat for {limit} s")
+
+    def _beat(self, now: float) -> None:
+        """Every heartbeat_s, a HEARTBEAT to each worker that may still run (lost ones too: a
+        frozen worker that wakes finds them queued): a worker hearing nothing for
+        workers.orphan_after_s takes its host to be cut off and ends itself (worker/loop.py)."""
+        if now < self._next_beat:
+            return
+        self._next_beat = now + self.cfg["workers.heartbeat_s"]
+        beat = encode(Control(ControlKind.HEARTBEAT))
+        for rank in sorted((self.alive | (self.lost - self.failed)) - self.stop_sent):
+            self.pump.send(rank, Tag.CONTROL, beat)
 
     def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
         if failed:
@@ -1068,6 +1084,7 @@ class Coordinator:
         return {
             "rank": rank,
             "heartbeat_s": self.cfg["workers.heartbeat_s"],
+            "orphan_after_s": self.cfg["workers.orphan_after_s"],
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
             "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
             "faults": faults if faults["enabled"] else {},

@@ -257,7 +257,7 @@ def _worker_rank(comm, peers) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _import_structlog_without_rich()
     from symfence.worker.endpoint import Endpoint
-    from symfence.worker.loop import Worker
+    from symfence.worker.loop import EXIT_ORPHANED, Worker
 
     handles = []
 
@@ -267,6 +267,10 @@ def _worker_rank(comm, peers) -> int:
     code = Worker(Endpoint(comm), Endpoint(peers), configure).run()
     for h in handles:
         logsetup.close(h)  # a full disk loses the worker's last lines, never its exit code
+    if code == EXIT_ORPHANED:  # rank 0 is unreachable: MPI_Finalize could only hang
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     _finalize_with_watchdog()
     return code
 

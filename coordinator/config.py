@@ -160,6 +160,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "workers": {
         "heartbeat_s": (1.0, _float(0.01)),
         "lost_after_s": (10.0, _float(0.05)),
+        # A worker that hears nothing from rank 0 this long (rank 0 beats every heartbeat_s) ends
+        # itself: a host cut off from the coordinator leaves no ranks running. 0 = never.
+        "orphan_after_s": (60.0, _float(0)),
         "poll_cap_ms": (10.0, _float(0.01, 1000)),  # an idle worker's longest sleep between polls
     },
     "mpi": {
@@ -304,6 +307,10 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
     if cfg["campaign.executor"] in ("fuzz", "hybrid") and deadline and deadline < 2 * slice_s + 5:
         raise ConfigError("dispatch.deadline_s", f"must be 0 or >= 2 * fuzz.slice_s + 5 = {2 * slice_s + 5:g}"
                                                  f" (a fuzz slice runs {slice_s:g} s), got {deadline:g}")
+    orphan, beat = cfg["workers.orphan_after_s"], cfg["workers.heartbeat_s"]
+    if orphan and orphan < 3 * beat:
+        raise ConfigError("workers.orphan_after_s", f"must be 0 or >= 3 * workers.heartbeat_s = {3 * beat:g}"
+                                                    f" (rank 0 beats every heartbeat_s), got {orphan:g}")
     if cfg["afl.sync_dir"] and cfg["afl.target"] and cfg["afl.target"] not in cfg["campaign.targets"]:
         raise ConfigError("afl.target", "must be one of campaign.targets")
     if not cfg["campaign.targets"]:

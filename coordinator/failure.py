@@ -23,12 +23,16 @@ class ExitCode(enum.IntEnum):
     """The documented exit codes of `symfence run` (and of rank 0 under mpiexec)."""
 
     OK = 0
-    FAILED = 1  # the campaign ran but failed: every worker lost, MPI failed, a worker hung
+    FAILED = 1  # the campaign ran but failed: every worker lost, MPI failed
     CONFIG = 2  # a config or output-directory problem, found before anything ran
     STORAGE = 3  # a write failed (disk full, read-only, I/O error): --resume once it is fixed
     INTERNAL = 4  # an unexpected exception in rank 0 (a bug: the traceback is in the log)
     REFUSED = 5  # the campaign ran, but a rank that is not banned had more than limits.max_refused_share
     #              of its results refused as malformed, incompatible or mismatched (a bug in symfence)
+    # The campaign ended (the summary says why, its results are kept), but workers that were lost
+    # (a host cut off, a rank hung) never answered STOP: rank 0 ended the job with MPI_Abort.
+    # Ranks it could not reach end themselves after workers.orphan_after_s.
+    RANKS_LOST = 6
 
 
 class FailureKind(str, enum.Enum):

@@ -32,7 +32,7 @@ class Status(str, enum.Enum):
 class ControlKind(str, enum.Enum):
     HELLO = "hello"  # worker -> coordinator, once at start
     SETUP = "setup"  # coordinator -> worker, its settings (faults, heartbeat, log dir)
-    HEARTBEAT = "heartbeat"  # worker -> coordinator, lists held tokens
+    HEARTBEAT = "heartbeat"  # worker -> coordinator, lists held tokens; coordinator -> worker: "still here"
     CANCEL = "cancel"  # coordinator -> worker, tokens to drop or abort
     STOP = "stop"  # coordinator -> worker
     STOP_ACK = "stop_ack"  # worker -> coordinator, with the worker's own totals

@@ -368,7 +368,7 @@ def test_restarts_do_not_use_up_attempts_and_failed_work_can_be_retried(tmp_path
 # --- exit codes: a hung worker, every worker lost --------------------------------------------
 
 
-def test_a_worker_hung_until_the_end_exits_with_code_1(tmp_path):
+def test_a_worker_hung_until_the_end_exits_with_code_6(tmp_path):
     cfg = synthetic_cfg(synthetic={"seeds": 300, "task_ms": 3.0},
                         workers={"heartbeat_s": 0.1, "lost_after_s": 0.5})
     out = tmp_path / "out"
@@ -381,7 +381,7 @@ def test_a_worker_hung_until_the_end_exits_with_code_1(tmp_path):
 
     when_committed(out, 30, freeze)
     run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FINALIZE_TIMEOUT_S": "2"})
-    assert run.code == 1, run.stderr[-3000:]
+    assert run.code == 6, run.stderr[-3000:]  # ExitCode.RANKS_LOST: the job was aborted
     assert "work exhausted" in run.stdout and "VIOLATED" not in run.stdout
     assert int(run.stats()["committed"]) == 300
 

@@ -41,6 +41,7 @@ COORDINATOR = 0
 RUNNING_WAIT_S = 0.02
 CROWDED_RUNNING_WAIT_S = 0.2
 CROWDED_IDLE_CAP_S = 0.1  # an idle worker's longest sleep there (workers.poll_cap_ms if longer)
+EXIT_ORPHANED = 7  # the worker heard nothing from rank 0 for workers.orphan_after_s and ended itself
 
 
 class Worker:
@@ -66,6 +67,9 @@ class Worker:
         self.work_received = 0
         self.max_held = 0  # most dispatches held at once (queued + running): at most the depth
         self.beat_now = False  # a CANCEL was handled: tell the coordinator soon what is still held
+        self.heard_at = time.monotonic()  # when rank 0 was last heard from (anything it sent)
+        self.orphan_after_s = 0.0  # end this worker after hearing nothing that long (0 = never)
+        self.orphaned = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -79,6 +83,7 @@ class Worker:
         self.configure_log(setup["log_path"], self.rank)
         self.limits = self.sender.limits = Limits.from_info(setup)
         self.heartbeat_s = float(setup["heartbeat_s"])
+        self.orphan_after_s = float(setup.get("orphan_after_s", 0.0))
         cap_s = float(setup["poll_cap_ms"]) / 1000
         busy = crowded()
         self.backoff = Backoff(cap_s=max(cap_s, CROWDED_IDLE_CAP_S) if busy else cap_s, spins=spins_for_host())
@@ -92,6 +97,8 @@ class Worker:
         finally:
             for ex in self.executors.values():
                 ex.close()
+        if self.orphaned:
+            return EXIT_ORPHANED  # nobody to tell: no STOP_ACK, no MPI_Finalize (cli exits at once)
         if self.faults is not None:
             self.faults.at_stop()
         info: dict[str, Any] = {"results_sent": self.sender.sent,
@@ -143,15 +150,30 @@ class Worker:
                 delay = self.backoff.next_delay()
                 time.sleep(delay) if delay else os.sched_yield()
             now = time.monotonic()
+            if self.orphan_after_s and now - self.heard_at > self.orphan_after_s:
+                self._orphan(now)
+                return
             if now >= next_heartbeat or self.beat_now:
                 next_heartbeat = now + self.heartbeat_s
                 self.beat_now = False
                 self._heartbeat()
 
+    def _orphan(self, now: float) -> None:
+        """Rank 0 has been silent too long (its host gone, or this host cut off): stop everything."""
+        self.orphaned = True
+        log.error("worker.orphaned", silent_s=round(now - self.heard_at, 3), limit_s=self.orphan_after_s,
+                  queued=len(self.queue), running=self.running is not None)
+        if self.running is not None:
+            self.running_executor.abort()
+            self.running = None
+        self.queue.clear()
+
     # ------------------------------------------------------------------ messages in
 
     def _receive(self) -> bool:
         msgs = self.world.poll(COORDINATOR)
+        if msgs:
+            self.heard_at = time.monotonic()
         for _src, tag, frame in msgs:
             if tag == Tag.WORK:
                 self._on_work(frame)
@@ -194,6 +216,8 @@ class Worker:
             # The coordinator counts a cancelled dispatch against this rank's slots until a
             # heartbeat shows it gone: send one now, not a heartbeat period later.
             self.beat_now = True
+        elif ctl.kind is ControlKind.HEARTBEAT:
+            pass  # rank 0 is there (heard_at is set for anything it sends)
         elif ctl.kind is ControlKind.STOP:
             self.stopping = True
             for work in self.queue:

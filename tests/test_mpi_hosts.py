@@ -1,0 +1,153 @@
+"""Several hosts for real: campaigns across network namespaces (bench/netns.py) under real MPI.
+
+Rank 0 on h1, workers on h2 and h3, every rank in its own network, UTS and IPC namespace, MPI
+over TCP on the hosts' links (asserted with the links' byte counters). Faults: a host cut off
+mid-campaign, a host's ranks killed (MPICH: --resume; Open MPI with ULFM: the campaign goes on),
+and an added round trip on one link. Skipped with the reason where namespaces cannot be made.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from symfence.coordinator.failure import ExitCode
+from symfence.coordinator.journal import Journal
+from tests.mpi_helpers import OMPI_MPIEXEC, read_committed, synthetic_cfg
+from tests.netns import cluster_fixture, hosts_of, run_hosts, wait_gone
+
+pytestmark = pytest.mark.mpi
+SLOTS = {"h1": 1, "h2": 2, "h3": 2}  # ranks 1, 2 on h2; 3, 4 on h3 (hydra fills hosts in order)
+
+
+@pytest.fixture
+def cluster():
+    yield from cluster_fixture(3)
+
+
+def when_committed(out: Path, n: int, action, done: threading.Event, timeout_s: float = 60) -> threading.Thread:
+    def watch() -> None:
+        until = time.monotonic() + timeout_s
+        while time.monotonic() < until and not done.is_set():
+            if read_committed(out) >= n:
+                action()
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def by_host(run, host: str) -> list[int]:
+    return sorted(r for r, h in hosts_of(run).items() if h == host)
+
+
+def test_three_hosts_traffic_crosses_the_links(cluster, tmp_path):
+    seeds = 400
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 2.0}, dispatch={"depth": 4})
+    before = {h.name: cluster.counters(h.name) for h in cluster.hosts}
+    run = run_hosts(cluster, tmp_path, cfg, SLOTS)
+    assert run.code == 0, run.explain()
+    assert "work exhausted" in run.stdout and "VIOLATED" not in run.stdout
+    assert int(run.stats()["committed"]) == seeds
+    assert hosts_of(run) == {1: "h2", 2: "h2", 3: "h3", 4: "h3"}
+    sent = {e["worker"]: e["totals"]["results_sent"] for e in run.events() if e["event"] == "worker.stopped"}
+    for host in ("h2", "h3"):
+        rx, tx = (a - b for a, b in zip(cluster.counters(host), before[host]))
+        results = sum(sent[r] for r in by_host(run, host))
+        # Every WORK in and every RESULT out crossed the link (each well over 100 bytes on the wire).
+        assert results > 0 and tx > 100 * results and rx > 100 * results, (host, rx, tx, results)
+    journal = Journal.read_only(run.out / "journal.sqlite")
+    assert journal.snapshot().done == seeds
+    journal.close()
+
+
+def test_a_host_cut_off_leaves_no_ranks_running(cluster, tmp_path):
+    """h3's link goes down mid-campaign: its workers are lost, their work moves to h2, the
+    campaign finishes; rank 0 ends the job (exit 6, RANKS_LOST) and h3's ranks, unreachable,
+    end themselves after workers.orphan_after_s (its hydra proxy with them)."""
+    seeds = 500
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 8.0}, dispatch={"depth": 4},
+                        workers={"heartbeat_s": 0.2, "lost_after_s": 1.5, "orphan_after_s": 3.0})
+    out = tmp_path / "out"
+    done = threading.Event()
+    cut_at = []
+    when_committed(out, 60, lambda: (cluster.cut("h3"), cut_at.append(time.monotonic())), done)
+    run = run_hosts(cluster, tmp_path, cfg, SLOTS, out=out)
+    done.set()
+    ended = time.monotonic()
+    assert cut_at, run.explain()
+    assert run.code == ExitCode.RANKS_LOST, run.explain()
+    assert "work exhausted" in run.stdout and "VIOLATED" not in run.stdout
+    lost = sorted(e["worker"] for e in run.events() if e["event"] == "worker.lost")
+    assert lost == by_host(run, "h3") == [3, 4]
+    abort = [e for e in run.events() if e["event"] == "campaign.abort_hung"]
+    assert abort and abort[0]["ranks"] == [3, 4] and abort[0]["exit_code"] == ExitCode.RANKS_LOST
+    journal = Journal.read_only(out / "journal.sqlite")
+    snap = journal.snapshot()
+    journal.close()
+    assert snap.done == seeds and snap.pending == snap.leased == 0
+    # Nothing is left running anywhere: h3's ranks ended themselves (3 s of silence), h1 and h2
+    # were ended by the abort.
+    left = wait_gone(cluster, "h3", max(0.0, cut_at[0] + 3.0 + 10.0 - ended))
+    assert left == [], f"orphans on h3: {left}"
+    assert cluster.pids("h1") == cluster.pids("h2") == []
+
+
+def test_a_hosts_ranks_killed_under_mpich_then_resume_completes(cluster, tmp_path):
+    """hydra ends the whole job when h3's ranks die; --resume (h3 back) finishes every item once."""
+    seeds = 400
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 5.0}, dispatch={"depth": 4},
+                        journal={"batch_ops": 32, "batch_ms": 20.0})
+    out = tmp_path / "out"
+    done = threading.Event()
+    killed = []
+    when_committed(out, 80, lambda: killed.extend(cluster.kill("h3", match="symfence.coordinator")), done)
+    first = run_hosts(cluster, tmp_path, cfg, SLOTS, out=out)
+    done.set()
+    assert len(killed) == 2, first.explain()
+    assert first.code != 0 and "campaign finished" not in first.stdout, first.explain()
+    assert wait_gone(cluster, "h3", 10) == [] and wait_gone(cluster, "h2", 10) == []
+    journal = Journal.read_only(out / "journal.sqlite")
+    partial = journal.snapshot().done
+    journal.close()
+    assert 0 < partial < seeds
+    final = run_hosts(cluster, tmp_path, cfg, SLOTS, out=out, extra_args=["--resume"])
+    assert final.code == 0, final.explain()
+    assert "work exhausted" in final.stdout and "VIOLATED" not in final.stdout
+    s = final.stats()
+    assert int(s["committed"]) == seeds  # counters carry over: each item committed exactly once
+    journal = Journal.read_only(out / "journal.sqlite")
+    snap = journal.snapshot()
+    corpus = list(journal.iter_corpus())
+    journal.close()
+    assert snap.done == seeds and snap.pending == snap.leased == snap.failed == 0
+    assert len({e.work_id for e in corpus}) == len(corpus) == seeds
+
+
+@pytest.mark.skipif(OMPI_MPIEXEC is None, reason="needs the Open MPI venv (.venv-ompi, made by `make test`)")
+def test_a_hosts_rank_killed_under_ulfm_the_campaign_goes_on(cluster, tmp_path):
+    """Open MPI with ULFM across the namespaces (PRRTE's daemons started by the same launcher
+    script, plm_ssh_agent): h3's worker is SIGKILLed, MPI reports it, the campaign finishes on h2."""
+    seeds = 300
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 5.0}, dispatch={"depth": 4},
+                        workers={"heartbeat_s": 0.2, "lost_after_s": 30.0})
+    out = tmp_path / "out"
+    done = threading.Event()
+    killed = []
+    when_committed(out, 60, lambda: killed.extend(cluster.kill("h3", match="symfence.coordinator")), done)
+    run = run_hosts(cluster, tmp_path, cfg, {"h1": 1, "h2": 1, "h3": 1}, out=out, ompi=True)
+    done.set()
+    assert len(killed) == 1, run.explain()
+    assert run.code == 0, run.explain()
+    assert "work exhausted" in run.stdout and "VIOLATED" not in run.stdout
+    assert hosts_of(run) == {1: "h2", 2: "h3"}
+    lost = [e for e in run.events() if e["event"] == "worker.lost"]
+    assert [e["worker"] for e in lost] == [2] and lost[0]["reason"] == "MPI reported the process failed"
+    s = run.stats()
+    assert int(s["committed"]) == seeds and int(s["workers_alive"]) == 1
+    assert wait_gone(cluster, "h3", 10) == []
