@@ -92,11 +92,22 @@ def _share(key: str, v: Any) -> float | str:
     return float(v)
 
 
+# The most dispatches one rank may hold (dispatch.depth, dispatch.max_depth). Each costs rank 0 an
+# in-flight record (~0.3 KB) and, until MPI has sent it, its WORK frame; the worker holds the inputs.
+MAX_DEPTH = 256
+
+
 def _depth(key: str, v: Any) -> int | str:
     """Dispatches in flight per worker rank: a positive integer, or "auto" (coordinator/depth.py)."""
-    if v == "auto" or (type(v) is int and v >= 1):
+    if v == "auto" or (type(v) is int and 1 <= v <= MAX_DEPTH):
         return v
-    raise ConfigError(key, f'must be a positive integer or "auto", got {v!r}')
+    raise ConfigError(key, f'must be an integer in [1, {MAX_DEPTH}] or "auto", got {v!r}')
+
+
+def _max_depth(key: str, v: Any) -> int:
+    if type(v) is int and 1 <= v <= MAX_DEPTH:
+        return v
+    raise ConfigError(key, f"must be an integer in [1, {MAX_DEPTH}], got {v!r}")
 
 
 def _module_list(key: str, v: Any) -> list[str]:
@@ -150,7 +161,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     },
     "dispatch": {
         "depth": (2, _depth),  # or "auto": each rank's depth from its round trip and task time
-        "max_depth": (8, _int(1)),  # the most "auto" picks (16 measured below 8 for instant tasks)
+        # The most "auto" picks per rank; above 8 only while it pays (depth.py): 50 ms round trips
+        # with 10 ms tasks need ~7, with 1 ms tasks ~51 (set 64 there). At most MAX_DEPTH.
+        "max_depth": (32, _max_depth),
         "deadline_s": (0.0, _float(0)),  # 0 = no per-dispatch deadline
         "max_attempts": (3, _int(1)),
         "drain_timeout_s": (10.0, _float(0)),

@@ -24,13 +24,23 @@ Everything is measured per rank, over periods of `every` results:
   trip). Failing those, with `depth` in flight and the worker waiting once a cycle, per result =
   (per_task + round_trip) / depth. The estimate moves (EWMA) only after `starved_after` starved
   periods in a row, by the least of them (one stall of the coordinator is not a trend); periods
-  in which the rank ran out of work do not count. A period that was not starved measures no
-  round trip (the queue hides it): the last estimate stands.
+  in which the rank ran out of work do not count. Until the first estimate, periods are half as
+  long (`every // 2` results): at the start nothing is known and waiting costs most. A period that was not
+  starved measures no round trip (the queue hides it): the last estimate stands.
 
 At the end of each period the rank's depth becomes `ceil(margin * needed)` if that is higher; it
 is lowered only when even `lower_margin` (> margin) fits under the current depth at `lower_after`
 period ends in a row, so noise around a boundary does not make it flap. Depths stay in
 [1, max_depth].
+
+A raise must pay. Above `free_depth` (8, the old fixed ceiling) a raise is checked at the next
+period end: Little's law predicts the period's time per result at both depths
+(max(per_task, (per_task + round_trip) / depth)); if the rank did not get at least half of the
+predicted gain, the wait was not a round trip that more depth hides (a saturated coordinator's
+turnaround grows with what is in flight): the depth goes back and that becomes the rank's
+ceiling until its task time changes. So `max_depth` (`dispatch.max_depth`, default 32) is
+reached only where it helps: 50 ms round trips with 10 ms tasks need 6-7 in flight (auto picks
+about 8-10), with 1 ms tasks about 50 (auto stops at max_depth: set it higher for such links).
 
 Limitation: a round trip that shrinks while the task time stays put is not seen once the worker
 never waits (nothing then measures it): the depth stays, which costs latency, not throughput.
@@ -49,8 +59,10 @@ from symfence.protocol.ids import Rank
 class DepthTuning:
     """The controller's constants (only `max_depth` is a config key: `dispatch.max_depth`)."""
 
-    max_depth: int = 8
+    max_depth: int = 32
     start_depth: int = 2  # before anything is measured: the fixed default
+    free_depth: int = 8  # raises above this must pay (time per result falls as predicted), or are undone
+    pay_share: float = 0.5  # ... by at least this share of the predicted gain
     margin: float = 1.5  # raise to ceil(margin * needed) ...
     lower_margin: float = 2.5  # ... lower only once ceil(lower_margin * needed) < the depth
     lower_after: int = 3  # period ends in a row that agree before lowering
@@ -82,6 +94,7 @@ class RankDepth:
     overhead_s: float = 0.0  # the worker's time between two queued tasks
     round_trip_s: float | None = None
     last_result: float | None = None
+    last_per_result: float = 0.0  # the last period's time per result
     results: int = 0  # counted during the warm-up only
     # the current period
     period_start: float | None = None
@@ -95,6 +108,8 @@ class RankDepth:
     lower_streak: int = 0
     changes: int = 0
     history: list[int] = field(default_factory=list)  # depths chosen, in order (the first is the start)
+    ceiling: int | None = None  # a raise that did not pay: the most this rank gets (until its task time changes)
+    probe: tuple[int, float] | None = None  # a raise above free_depth on trial: (depth before, predicted ratio)
 
 
 class DepthController:
@@ -104,6 +119,7 @@ class DepthController:
         self.tuning = tuning or DepthTuning()
         self._start = min(self.tuning.start_depth, self.tuning.max_depth)
         self._warmup, self._every = self.tuning.warmup, self.tuning.every  # read per result
+        self._first_every = max(2, self.tuning.every // 2)  # until the first round trip is known
         self.ranks: dict[Rank, RankDepth] = {}
 
     def depth(self, rank: Rank) -> int:
@@ -143,7 +159,7 @@ class DepthController:
             r.gaps.append((beyond - last, trip))  # pipelined: queued, unless the gap is long
         else:
             r.waits.append(trip)  # sent after the previous result: the worker was idle
-        if r.n >= self._every:
+        if r.n >= (self._every if r.round_trip_s is not None else self._first_every):
             return self._end_period(r, now)
         return None
 
@@ -168,6 +184,7 @@ class DepthController:
         off = 0 if r.task_s is None else (mean_wall > r.task_s * tu.step) - (mean_wall < r.task_s / tu.step)
         if r.task_s is None or (off and off == r.task_off):
             r.task_s = mean_wall  # the task time changed: two periods in a row far off
+            r.ceiling = None
         else:
             r.task_s += a * (mean_wall - r.task_s)
         r.task_off = off
@@ -185,13 +202,27 @@ class DepthController:
                 r.round_trip_s = trip if r.round_trip_s is None else r.round_trip_s + a * (trip - r.round_trip_s)
         elif not r.ran_short:
             r.starved.clear()
+        ran_short = r.ran_short
         r.period_start, r.n, r.wall_sum, r.gaps, r.waits, r.ran_short = now, 0, 0.0, [], [], False
+        if r.probe is not None and not ran_short:
+            before, predicted = r.probe
+            r.probe = None
+            if per_result > r.last_per_result * (1 - tu.pay_share * (1 - predicted)):
+                r.ceiling = before  # it did not pay: back, and no higher until the task time changes
+                return self._set(r, before)
+        r.last_per_result = per_result
         need = self._needed(r)
         if need is None:
             return None
         want = self._clamp(need * tu.margin)
+        if r.ceiling is not None:
+            want = min(want, r.ceiling)
         if want > r.depth:
             r.lower_streak = 0
+            if want > tu.free_depth:
+                predicted = self._predict(r, want) / self._predict(r, r.depth)
+                if predicted < 0.96:  # a gain worth checking
+                    r.probe = (r.depth, predicted)
             return self._set(r, want)
         if self._clamp(need * tu.lower_margin) < r.depth:
             r.lower_streak += 1
@@ -201,6 +232,12 @@ class DepthController:
         else:
             r.lower_streak = 0
         return None
+
+    @staticmethod
+    def _predict(r: RankDepth, depth: int) -> float:
+        """Little's law: the time per result at `depth` (the worker either busy or waiting once a cycle)."""
+        per_task = r.task_s + r.overhead_s
+        return max(per_task, (per_task + r.round_trip_s) / depth)
 
     def _clamp(self, x: float) -> int:
         if math.isinf(x):

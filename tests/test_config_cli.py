@@ -90,8 +90,18 @@ def test_bad_values_name_their_key(raw, key):
 def test_depth_is_a_positive_integer_or_auto():
     assert parse({"campaign": {"executor": "synthetic"}, "dispatch": {"depth": "auto"}})["dispatch.depth"] == "auto"
     assert parse({"campaign": {"executor": "synthetic"}, "dispatch": {"depth": 7}})["dispatch.depth"] == 7
-    with pytest.raises(ConfigError, match='positive integer or "auto"'):
+    with pytest.raises(ConfigError, match=r'integer in \[1, 256\] or "auto"'):
         parse({"dispatch": {"depth": -3}})
+    with pytest.raises(ConfigError, match=r"dispatch.max_depth.*integer in \[1, 256\]"):
+        parse({"dispatch": {"max_depth": 257}})
+
+
+def test_orphan_after_s_leaves_room_for_the_coordinators_beats():
+    base = {"campaign": {"executor": "synthetic"}}
+    assert parse(base)["workers.orphan_after_s"] == 60.0
+    assert parse({**base, "workers": {"orphan_after_s": 0}})["workers.orphan_after_s"] == 0
+    with pytest.raises(ConfigError, match=r"workers.orphan_after_s.*>= 3 \* workers.heartbeat_s = 3"):
+        parse({**base, "workers": {"orphan_after_s": 2.0}})
 
 
 def test_shipped_configs_are_valid():
@@ -114,7 +124,7 @@ def test_cli_config_error_is_one_line_exit_2(tmp_path):
     bad.write_text('[campaign]\nexecutor = "synthetic"\n[dispatch]\ndepth = "fast"\n')
     r = _symfence("run", str(bad))
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert r.stderr.strip().endswith('dispatch.depth: must be a positive integer or "auto", got \'fast\'')
+    assert r.stderr.strip().endswith('dispatch.depth: must be an integer in [1, 256] or "auto", got \'fast\'')
 
 
 def test_cli_invalid_toml_and_missing_file(tmp_path):

@@ -15,11 +15,14 @@ R1 = Rank(1)
 
 
 def simulate(ctl: DepthController, task_s: Callable[[int], float], results: int, *, out_s: float = 300e-6,
-             back_s: float = 300e-6, turnaround_s: float = 200e-6, overhead_s: float = 20e-6,
-             jitter: Callable[[], float] = lambda: 0.0, rank: Rank = R1) -> dict:
+             back_s: float = 300e-6, turnaround_s: float | Callable[[int], float] = 200e-6, overhead_s: float = 20e-6,
+             jitter: Callable[[], float] = lambda: 0.0, rank: Rank = R1, coord_s: float = 0.0) -> dict:
     """One worker rank, first in first out, run to `results` results. The coordinator refills the
     rank to its current depth whenever it handles a result (as `_fill` does after a turn). The
-    WORK takes `out_s` to arrive, the result `back_s` (+ jitter) and `turnaround_s` to be handled."""
+    WORK takes `out_s` to arrive, the result `back_s` (+ jitter) and `turnaround_s` to be handled;
+    a saturated coordinator handles at most one result per `coord_s`; a turnaround given as a
+    function of the depth models a coordinator whose queue grows with what is in flight."""
+    turnaround = turnaround_s if callable(turnaround_s) else (lambda d: turnaround_s)
     flight: deque[tuple[float, float]] = deque()  # (sent_at, arrives_at) in send order
     now = 0.0
     for _ in range(ctl.depth(rank)):
@@ -37,7 +40,7 @@ def simulate(ctl: DepthController, task_s: Callable[[int], float], results: int,
         free = start + t + overhead_s
         busy += t if k >= settle else 0.0
         # One rank's results arrive in order (MPI does not overtake): a late one delays the next.
-        now = max(now, free + back_s + max(jitter(), 0.0) + turnaround_s)
+        now = max(now + coord_s, free + back_s + max(jitter(), 0.0) + turnaround(ctl.depth(rank)))
         ctl.observe(rank, sent, now, t)
         depths.append(ctl.depth(rank))
         while len(flight) < ctl.depth(rank):
@@ -140,3 +143,31 @@ def test_tuning_is_checked():
         DepthTuning(margin=2.0, lower_margin=1.5)
     with pytest.raises(ValueError):
         DepthTuning(max_depth=0)
+
+
+@pytest.mark.parametrize("task_s,max_depth", [(10e-3, 32), (1e-3, 64)])
+def test_a_50_ms_round_trip_is_hidden(task_s, max_depth):
+    """Issue 21: 50 ms round trips (25 ms each way) and 10 ms tasks need 6 in flight, 1 ms tasks 51:
+    auto gets there (up to dispatch.max_depth) and keeps the worker at least 90% busy."""
+    ctl = DepthController(DepthTuning(max_depth=max_depth))
+    r = simulate(ctl, lambda k: task_s, 3000 if task_s < 5e-3 else 800, out_s=25e-3, back_s=25e-3)
+    need = 1 + 50e-3 / task_s
+    assert need <= ctl.depth(R1) <= max_depth, r["depths"][-1]
+    assert r["utilisation"] >= 0.9
+
+
+def test_a_50_ms_round_trip_with_1_ms_tasks_needs_a_higher_max_depth():
+    ctl = DepthController(DepthTuning())  # the default ceiling, 32: 32 of the 51 needed
+    r = simulate(ctl, lambda k: 1e-3, 3000, out_s=25e-3, back_s=25e-3)
+    assert ctl.depth(R1) == 32 and 0.55 < r["utilisation"] < 0.7
+
+
+def test_a_raise_that_does_not_pay_is_undone():
+    """Instant tasks, a coordinator whose turnaround grows with the depth (0.3 ms per dispatch in
+    flight: its queue): more depth buys little. A raise above free_depth that gets less than half of
+    the gain Little's law predicts is undone and caps the rank."""
+    ctl = DepthController(DepthTuning(max_depth=64))
+    r = simulate(ctl, lambda k: 0.0, 3000, turnaround_s=lambda d: 0.3e-3 * d)
+    assert max(r["depths"]) > 8  # it tried ...
+    assert ctl.depth(R1) <= 8 and ctl.ranks[R1].ceiling == ctl.depth(R1)  # ... and went back
+    assert r["depths"][-1000:] == [ctl.depth(R1)] * 1000  # and stays

@@ -151,3 +151,24 @@ def test_a_hosts_rank_killed_under_ulfm_the_campaign_goes_on(cluster, tmp_path):
     s = run.stats()
     assert int(s["committed"]) == seeds and int(s["workers_alive"]) == 1
     assert wait_gone(cluster, "h3", 10) == []
+
+
+@pytest.fixture
+def slow_h2():
+    yield from cluster_fixture(3, delays={"h2": 0.05})  # 50 ms more round trip on h2's link
+
+
+def test_auto_depth_hides_a_50_ms_round_trip_on_one_link(slow_h2, tmp_path):
+    """h2's link holds every frame 25 ms each way (a userspace forwarder on TAP devices): auto
+    measures the round trip per rank and keeps enough in flight that h2's worker, 10 ms tasks,
+    does about as much as h3's (depth 1 would give it 10 / 60 of h3's)."""
+    cfg = synthetic_cfg(synthetic={"seeds": 1500, "task_ms": 10.0}, campaign={"duration_s": 4.0},
+                        dispatch={"depth": "auto"})
+    run = run_hosts(slow_h2, tmp_path, cfg, {"h1": 1, "h2": 1, "h3": 1})
+    assert run.code == 0, run.explain()
+    assert hosts_of(run) == {1: "h2", 2: "h3"}
+    changes = [e for e in run.events() if e["event"] == "dispatch.depth_changed" and e["worker"] == 1]
+    assert changes and changes[-1]["round_trip_ms"] >= 45, changes
+    s = run.stats()
+    assert 7 <= int(s["depth_rank_1"]) <= 32 and int(s["depth_rank_2"]) < int(s["depth_rank_1"])
+    assert int(s["committed_rank_1"]) >= 0.75 * int(s["committed_rank_2"]), s
