@@ -2,8 +2,9 @@
 
 Each host is a network namespace with one link (`eth0`, 10.R.S.i/24) to a bridge that lives in
 a namespace of its own, so nothing the hosts send can reach any other network. A process is
-started on a host by `ip netns exec NS unshare --uts --ipc` with the host's name set as its
-hostname (so ranks report `h2`, not the machine's name) and an IPC namespace of its own.
+started on a host by `ip netns exec NS unshare --uts --ipc --mount` with the host's name set as
+its hostname (so ranks report `h2`, not the machine's name), an IPC namespace of its own and
+optional bind mounts of its own (`binds={"h3": [(src, dst)]}`: a file missing or different there).
 
 - `Cluster(n)` makes hosts h1..hn (`with Cluster(3) as c:` removes everything again);
   `delays={"h2": 0.05}` puts a userspace forwarder on h2's link that holds every frame for half
@@ -30,6 +31,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import struct
@@ -69,10 +71,10 @@ def why_not() -> str | None:
     if r.returncode != 0:
         return f"`ip netns add` failed: {r.stderr.strip()}"
     try:
-        r = subprocess.run(["ip", "netns", "exec", probe, "unshare", "--uts", "--ipc", "true"],
+        r = subprocess.run(["ip", "netns", "exec", probe, *Cluster.UNSHARE, "true"],
                            capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
-            return f"`unshare --uts --ipc` failed in a namespace: {r.stderr.strip()}"
+            return f"`{' '.join(Cluster.UNSHARE)}` failed in a namespace: {r.stderr.strip()}"
     finally:
         _ip("netns", "del", probe, check=False)
     return None
@@ -127,7 +129,8 @@ class Cluster:
 
     DEV = "eth0"
 
-    def __init__(self, n: int = 3, *, delays: dict[str, float] | None = None, workdir: Path | None = None) -> None:
+    def __init__(self, n: int = 3, *, delays: dict[str, float] | None = None, workdir: Path | None = None,
+                 binds: dict[str, list[tuple[str, str]]] | None = None) -> None:
         if n < 1 or n > 200:
             raise ValueError("1 <= n <= 200 hosts")
         pid = os.getpid()
@@ -139,9 +142,12 @@ class Cluster:
         self.switch = base + "sw"
         self.hosts = [Host(f"h{i}", f"{base}h{i}", f"{net}.{i}", (delays or {}).get(f"h{i}", 0.0))
                       for i in range(1, n + 1)]
-        unknown = set(delays or {}) - {h.name for h in self.hosts}
+        unknown = (set(delays or {}) | set(binds or {})) - {h.name for h in self.hosts}
         if unknown:
-            raise ValueError(f"delays for unknown hosts: {sorted(unknown)}")
+            raise ValueError(f"delays or binds for unknown hosts: {sorted(unknown)}")
+        # Per-host bind mounts (SRC over DST, seen by that host's processes only): a host without
+        # a file, or with another version of it, as without a shared filesystem.
+        self.binds = {h.name: list((binds or {}).get(h.name, [])) for h in self.hosts}
         self._forwarders: dict[str, subprocess.Popen] = {}
         self._made: list[str] = []
 
@@ -210,14 +216,20 @@ class Cluster:
     def on(self, name: str, argv: list[str]) -> list[str]:
         """argv run on host `name` (its network, hostname and IPC namespace)."""
         h = self.host(name)
-        return ["ip", "netns", "exec", h.ns, "unshare", "--uts", "--ipc", "sh", "-c",
-                'hostname "$0" && exec "$@"', h.name, *argv]
+        return ["ip", "netns", "exec", h.ns, *self.UNSHARE, "sh", "-c",
+                self._mounts(name) + 'hostname "$0" && exec "$@"', h.name, *argv]
+
+    UNSHARE = ("unshare", "--uts", "--ipc", "--mount", "--propagation", "private")
+
+    def _mounts(self, name: str) -> str:
+        return "".join(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)} && " for src, dst in self.binds[name])
 
     def launcher(self) -> Path:
         """A launcher script for hydra's and Open MPI's ssh launchers: `SCRIPT [-opts] HOST CMD...`
         runs CMD on HOST (a host's name or address). Its calls are logged to launcher.log."""
         path = self.workdir / "launcher.sh"
-        cases = "\n".join(f'  {h.addr}|{h.name}) ns={h.ns}; name={h.name};;' for h in self.hosts)
+        cases = "\n".join(f'  {h.addr}|{h.name}) ns={h.ns}; name={h.name}; pre={shlex.quote(self._mounts(h.name))};;'
+                          for h in self.hosts)
         path.write_text(f"""#!/bin/sh
 # made by bench/netns.py: run a command "on" one of the namespace hosts (like ssh HOST CMD)
 echo "$@" >> {self.workdir}/launcher.log
@@ -227,7 +239,7 @@ case "$host" in
 {cases}
   *) echo "launcher: unknown host $host" >&2; exit 255;;
 esac
-exec ip netns exec "$ns" unshare --uts --ipc sh -c 'hostname "$0" && eval "$*"' "$name" "$@"
+exec ip netns exec "$ns" {" ".join(self.UNSHARE)} sh -c "$pre"'hostname "$0" && eval "$*"' "$name" "$@"
 """)
         path.chmod(0o755)
         return path

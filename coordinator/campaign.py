@@ -33,6 +33,7 @@ from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.confirm import Claim, Confirmations
 from symfence.coordinator.depth import DepthController, DepthTuning
 from symfence.coordinator.hotpath import SAMPLE, HotPath
+from symfence.coordinator.hosts import HostChecks, manifest
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.inflight import InFlight, Revocation, SlotRelease
@@ -179,6 +180,7 @@ class Coordinator:
         self.hotpath = HotPath()  # CPU per result by phase, commit latency, start-up times
         # Issue 17: results of not-banned ranks refused for reasons no honest worker causes.
         self.refusals = Refusals(cfg["limits.max_refused_share"], cfg["faults.enabled"])
+        self.hosts = HostChecks(manifest(cfg))  # files every worker's host must have (hosts.py)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -222,6 +224,8 @@ class Coordinator:
             self.request_stop("workers did not say hello")
         else:
             self.hotpath.mark("hellos")
+            if not await self._await_checks():
+                return
             self._seed()
             # The seeds' batch is durable before the first dispatch. Writing it while dispatch
             # runs made the writer thread fight the loop for the GIL and the cores: 150,000
@@ -270,6 +274,8 @@ class Coordinator:
         or hung workers that never answered STOP; 5 for refused results (failure.ExitCode)."""
         if self.failure is not None:
             return self.failure.exit_code
+        if self.hosts.problem is not None:
+            return ExitCode.CONFIG
         if self.pump is not None and self.pump.error is not None:
             return ExitCode.FAILED
         if self.all_lost:
@@ -300,6 +306,20 @@ class Coordinator:
                 log.error("campaign.hello_timeout", missing=sorted(set(self.workers) - self.alive))
                 return bool(self.alive)
             await self._wait_change(0.1)
+        return not self._stop.is_set()
+
+    async def _await_checks(self) -> bool:
+        """Every worker's CHECKED (hosts.py) before anything is seeded or dispatched: False if a
+        host lacks a file or has another version of it (exit status 2)."""
+        deadline = self.clock() + self.cfg["dispatch.hello_timeout_s"]
+        while self.hosts.pending(self.alive) and self.hosts.problem is None and not self._stop.is_set():
+            if self.clock() > deadline:
+                log.error("campaign.check_timeout", missing=sorted(self.hosts.pending(self.alive)))
+                break
+            await self._wait_change(0.1)
+        if self.hosts.problem is not None:
+            self.request_stop(f"host check failed: {self.hosts.problem}")
+            return False
         return not self._stop.is_set()
 
     def _seed(self) -> None:
@@ -1035,6 +1055,7 @@ class Coordinator:
             if source in self.workers and source not in self.alive:
                 self.alive.add(source)
                 self.pump.send(source, Tag.CONTROL, encode(Control(ControlKind.SETUP, info=self._setup_info(source))))
+                self.hosts.hosts[source] = str(ctl.info.get("host", ""))
                 log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
         elif ctl.kind is ControlKind.HEARTBEAT:
             if source in self.lost and source not in self.failed and not self._stop.is_set():
@@ -1043,6 +1064,11 @@ class Coordinator:
             rss = ctl.info.get("rss_mb")
             if type(rss) is int:
                 self.worker_rss_mb[source] = rss
+        elif ctl.kind is ControlKind.CHECKED and source in self.alive:
+            self.hosts.on_checked(source, ctl.info)
+            self._changed.set()
+        elif ctl.kind is ControlKind.LOG and source in self.workers:
+            self.hosts.on_log(source, ctl.info)
         elif ctl.kind is ControlKind.STOP_ACK and source in self.stop_sent and source not in self.stop_acks:
             self.stop_acks[source] = dict(ctl.info)
             log.info("worker.stopped", worker=source, totals={k: v for k, v in ctl.info.items() if k != "faults"})
@@ -1087,6 +1113,9 @@ class Coordinator:
             "orphan_after_s": self.cfg["workers.orphan_after_s"],
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
             "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
+            "scratch_dir": self.cfg["workers.scratch_dir"],
+            "epoch": self.minter.epoch.hex()[:16],
+            "files": self.hosts.files,
             "faults": faults if faults["enabled"] else {},
             **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
             "world_size": self.comm.Get_size(),

@@ -214,6 +214,8 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     if code == ExitCode.REFUSED:  # the summary's REFUSED lines say which rank, how many and why
         print("symfence: results of workers that are not banned were refused (a bug in symfence, see the"
               f" summary); exit status {int(code)}", file=sys.stderr, flush=True)
+    if coordinator.hosts.problem:  # a worker's host lacks a file or has another version of it
+        print(f"symfence: {coordinator.hosts.problem}", file=sys.stderr, flush=True)
     if coordinator.failure is not None:
         from symfence.coordinator.failure import report
 
@@ -262,9 +264,11 @@ def _worker_rank(comm, peers) -> int:
     handles = []
 
     def configure(path: str, rank: int) -> None:
-        handles.append(logsetup.configure(Path(path), console=None, rank=rank, role="worker"))
+        handles.append(logsetup.configure(Path(path), console=None, rank=rank, role="worker",
+                                          forward=worker.log_forwarder))
 
-    code = Worker(Endpoint(comm), Endpoint(peers), configure).run()
+    worker = Worker(Endpoint(comm), Endpoint(peers), configure)
+    code = worker.run()
     for h in handles:
         logsetup.close(h)  # a full disk loses the worker's last lines, never its exit code
     if code == EXIT_ORPHANED:  # rank 0 is unreachable: MPI_Finalize could only hang

@@ -176,6 +176,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         # A worker that hears nothing from rank 0 this long (rank 0 beats every heartbeat_s) ends
         # itself: a host cut off from the coordinator leaves no ranks running. 0 = never.
         "orphan_after_s": (60.0, _float(0)),
+        # Each worker's own log: "" = OUT/logs/ (a shared or per-host OUT); else a folder local to
+        # the worker's host (`~` and $VARS expanded there, e.g. "$TMPDIR"): the path is reported.
+        "scratch_dir": ("", _str()),
         "poll_cap_ms": (10.0, _float(0.01, 1000)),  # an idle worker's longest sleep between polls
     },
     "mpi": {

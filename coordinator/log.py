@@ -81,10 +81,12 @@ def _unix_ts(logger: Any, name: str, event_dict: dict[str, Any]) -> dict[str, An
     return event_dict
 
 
-def configure(log_file: Path, *, console: TextIO | None = sys.stderr, verbose: bool = False, **bind: Any) -> TextIO:
+def configure(log_file: Path, *, console: TextIO | None = sys.stderr, verbose: bool = False,
+              forward: Any = None, **bind: Any) -> TextIO:
     """Route structlog to `log_file` (JSON lines, line-buffered so `logs --follow` sees them).
 
-    `bind` adds fixed keys (e.g. rank) to every event. Returns the open file for closing."""
+    `bind` adds fixed keys (e.g. rank) to every event; `forward`, a processor, sees each event
+    before it is written (a worker's copy to rank 0). Returns the open file for closing."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     handle = log_file.open("a", buffering=1, encoding="utf-8")
     structlog.configure(
@@ -93,6 +95,7 @@ def configure(log_file: Path, *, console: TextIO | None = sys.stderr, verbose: b
             structlog.processors.add_log_level,
             _unix_ts,
             structlog.processors.format_exc_info,
+            *([forward] if forward is not None else []),
             _Tee(handle, console, verbose),
         ],
         logger_factory=structlog.ReturnLoggerFactory(),

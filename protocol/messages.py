@@ -31,11 +31,13 @@ class Status(str, enum.Enum):
 
 class ControlKind(str, enum.Enum):
     HELLO = "hello"  # worker -> coordinator, once at start
-    SETUP = "setup"  # coordinator -> worker, its settings (faults, heartbeat, log dir)
+    SETUP = "setup"  # coordinator -> worker, its settings (faults, heartbeat, log dir, files to check)
     HEARTBEAT = "heartbeat"  # worker -> coordinator, lists held tokens; coordinator -> worker: "still here"
     CANCEL = "cancel"  # coordinator -> worker, tokens to drop or abort
     STOP = "stop"  # coordinator -> worker
     STOP_ACK = "stop_ack"  # worker -> coordinator, with the worker's own totals
+    CHECKED = "checked"  # worker -> coordinator, after SETUP: its host, its log's path, the first bad file
+    LOG = "log"  # worker -> coordinator, one of its warnings or errors (worker/logforward.py)
 
 
 @dataclass(frozen=True)

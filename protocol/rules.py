@@ -131,6 +131,8 @@ INFO_SCHEMA: dict[str, dict[str, str]] = {
     "heartbeat": {"work_received": COUNT, "busy_s": SECONDS, "rss_mb": COUNT},
     "stop_ack": {"results_sent": COUNT, "busy_s": SECONDS, "work_received": COUNT,
                  "max_held": COUNT, "faults": COUNTS},
+    "checked": {"host": TEXT, "log_path": TEXT, "files_checked": COUNT, "bad_file": COUNT, "why": TEXT},
+    "log": {"event": TEXT, "level": TEXT, "dropped": COUNT},
 }
 
 

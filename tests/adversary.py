@@ -304,6 +304,8 @@ def main() -> int:
             msg.Recv([buf, MPI.BYTE])
             m = msgpack.unpackb(bytes(buf), raw=False)
             if m.get("kind") == "setup":
+                # Like a real worker: the host check's answer (rank 0 starts once every rank gave it).
+                send(CONTROL, control("checked", {"host": "rogue", "files_checked": 0}))
                 break
             if m.get("kind") == "stop":
                 return 0

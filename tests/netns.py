@@ -21,12 +21,13 @@ MPICH_TCP = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-def cluster_fixture(n: int = 3, delays: dict[str, float] | None = None) -> Iterator[Cluster]:
+def cluster_fixture(n: int = 3, delays: dict[str, float] | None = None,
+                    binds: dict[str, list[tuple[str, str]]] | None = None) -> Iterator[Cluster]:
     """A Cluster for one test, or a skip that prints why hosts cannot be made here."""
     reason = why_not()
     if reason:
         pytest.skip(f"no namespace hosts: {reason}")
-    with Cluster(n, delays=delays) as c:
+    with Cluster(n, delays=delays, binds=binds) as c:
         yield c
 
 

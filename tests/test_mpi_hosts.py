@@ -172,3 +172,35 @@ def test_auto_depth_hides_a_50_ms_round_trip_on_one_link(slow_h2, tmp_path):
     s = run.stats()
     assert 7 <= int(s["depth_rank_1"]) <= 32 and int(s["depth_rank_2"]) < int(s["depth_rank_1"])
     assert int(s["committed_rank_1"]) >= 0.75 * int(s["committed_rank_2"]), s
+
+
+def test_a_host_with_another_version_of_a_target_stops_the_start_with_one_line(tmp_path):
+    """h3 sees another examples/checksum.py (a bind mount of its own) and keeps its log in a
+    scratch folder of its own (workers.scratch_dir, not shared): rank 0 names host and file, exit 2,
+    nothing dispatched; h3's error reached rank 0's log although its log file never left h3."""
+    changed = tmp_path / "checksum.py"
+    original = Path(__file__).resolve().parent.parent / "examples" / "checksum.py"
+    changed.write_text(original.read_text() + "\n# another version\n")
+    scratch, h3_scratch = tmp_path / "scratch", tmp_path / "h3-scratch"
+    scratch.mkdir()
+    h3_scratch.mkdir()
+    binds = {"h3": [(str(changed), str(original)), (str(h3_scratch), str(scratch))]}
+    for c in cluster_fixture(3, binds=binds):
+        cfg = synthetic_cfg(campaign={"executor": "concolic", "targets": ["examples.checksum:target"]},
+                            workers={"scratch_dir": str(scratch)})
+        run = run_hosts(c, tmp_path, cfg, SLOTS)
+    assert run.code == 2, run.explain()
+    line = [l for l in run.stderr.splitlines() if l.startswith("symfence: host")]
+    assert len(line) == 1 and line[0].startswith("symfence: host h3 (rank ") and str(original) in line[0], run.stderr
+    assert "differs from rank 0's" in line[0]
+    s = run.stats()
+    assert int(s["dispatched"]) == 0
+    checked = {e["worker"]: e for e in run.events() if e["event"] == "worker.checked"}
+    assert {e["host"] for e in checked.values()} == {"h2", "h3"} and all(e["files"] >= 1 for e in checked.values())
+    assert all(e["log_path"].startswith(str(scratch) + "/symfence-") for e in checked.values())
+    forwarded = [e for e in run.events() if e["event"] == "worker.log"]
+    assert {e["worker"] for e in forwarded} == {3, 4} and {e["host"] for e in forwarded} == {"h3"}
+    assert all(e["worker_event"] == "worker.host_mismatch" and e["fields"]["why"] == "differs" for e in forwarded)
+    # The logs stayed on their hosts: h2's in the scratch folder, h3's in its own (bound over it).
+    assert sorted(p.name for p in scratch.glob("symfence-*/*.jsonl")) == ["worker-1.jsonl", "worker-2.jsonl"]
+    assert sorted(p.name for p in h3_scratch.glob("symfence-*/*.jsonl")) == ["worker-3.jsonl", "worker-4.jsonl"]

@@ -30,6 +30,8 @@ from symfence.worker.endpoint import Endpoint
 from symfence.worker.engine_api import Executor, Outcome, Task
 from symfence.worker.executors import make_executor
 from symfence.worker.faults import FaultInjector
+from symfence.worker.hostcheck import verify
+from symfence.worker.logforward import LogForwarder
 from symfence.worker.sender import ResultSender
 
 log = structlog.get_logger()
@@ -70,6 +72,9 @@ class Worker:
         self.heard_at = time.monotonic()  # when rank 0 was last heard from (anything it sent)
         self.orphan_after_s = 0.0  # end this worker after hearing nothing that long (0 = never)
         self.orphaned = False
+        # Its warnings and errors also go to rank 0 (cli passes this to the log's configure).
+        self.log_forwarder = LogForwarder(lambda info: self.world.send(
+            COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.LOG, info=info))))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -80,8 +85,10 @@ class Worker:
         if setup is None:
             self.world.flush()
             return 0
-        self.configure_log(setup["log_path"], self.rank)
+        log_path = self._log_path(setup)
+        self.configure_log(log_path, self.rank)
         self.limits = self.sender.limits = Limits.from_info(setup)
+        self._check_host(setup, log_path)
         self.heartbeat_s = float(setup["heartbeat_s"])
         self.orphan_after_s = float(setup.get("orphan_after_s", 0.0))
         cap_s = float(setup["poll_cap_ms"]) / 1000
@@ -110,6 +117,26 @@ class Worker:
         self.world.flush()
         log.info("worker.finished", **{k: v for k, v in info.items() if k != "faults"}, faults=info.get("faults"))
         return 0
+
+    def _log_path(self, setup: dict[str, Any]) -> str:
+        """The output folder's logs/ (setup's log_path), or this host's scratch folder
+        (workers.scratch_dir, `~` and $VARS expanded here): symfence-<epoch>/worker-<rank>.jsonl."""
+        scratch = setup.get("scratch_dir") or ""
+        if not scratch:
+            return setup["log_path"]
+        folder = os.path.expandvars(os.path.expanduser(scratch))
+        return os.path.join(folder, f"symfence-{setup['epoch']}", f"worker-{self.rank}.jsonl")
+
+    def _check_host(self, setup: dict[str, Any], log_path: str) -> None:
+        """Hash the files rank 0 listed; answer with this host, the log's path and the first bad file."""
+        files = setup.get("files") or {}
+        bad = verify(files)
+        info: dict[str, Any] = {"host": socket.gethostname()[:256], "log_path": os.path.abspath(log_path)[-256:],
+                                "files_checked": len(files), "bad_file": bad[0] if bad else 0,
+                                "why": bad[1] if bad else ""}
+        if bad:
+            log.error("worker.host_mismatch", path=sorted(files)[bad[0] - 1], why=bad[1])
+        self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.CHECKED, info=info)))
 
     def _await_setup(self) -> dict[str, Any] | None:
         backoff = Backoff(cap_s=0.01, spins=spins_for_host())
