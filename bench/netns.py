@@ -71,8 +71,12 @@ def why_not() -> str | None:
     if r.returncode != 0:
         return f"`ip netns add` failed: {r.stderr.strip()}"
     try:
-        r = subprocess.run(["ip", "netns", "exec", probe, *Cluster.UNSHARE, "true"],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            ["ip", "netns", "exec", probe, *Cluster.UNSHARE, "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if r.returncode != 0:
             return f"`{' '.join(Cluster.UNSHARE)}` failed in a namespace: {r.stderr.strip()}"
     finally:
@@ -129,8 +133,14 @@ class Cluster:
 
     DEV = "eth0"
 
-    def __init__(self, n: int = 3, *, delays: dict[str, float] | None = None, workdir: Path | None = None,
-                 binds: dict[str, list[tuple[str, str]]] | None = None) -> None:
+    def __init__(
+        self,
+        n: int = 3,
+        *,
+        delays: dict[str, float] | None = None,
+        workdir: Path | None = None,
+        binds: dict[str, list[tuple[str, str]]] | None = None,
+    ) -> None:
         if n < 1 or n > 200:
             raise ValueError("1 <= n <= 200 hosts")
         pid = os.getpid()
@@ -140,8 +150,10 @@ class Cluster:
         # A /24 of 10.0.0.0/8 picked from the pid: isolated anyway, but distinct per maker.
         net = f"10.{200 + pid % 50}.{(pid // 50) % 250}"
         self.switch = base + "sw"
-        self.hosts = [Host(f"h{i}", f"{base}h{i}", f"{net}.{i}", (delays or {}).get(f"h{i}", 0.0))
-                      for i in range(1, n + 1)]
+        self.hosts = [
+            Host(f"h{i}", f"{base}h{i}", f"{net}.{i}", (delays or {}).get(f"h{i}", 0.0))
+            for i in range(1, n + 1)
+        ]
         unknown = (set(delays or {}) | set(binds or {})) - {h.name for h in self.hosts}
         if unknown:
             raise ValueError(f"delays or binds for unknown hosts: {sorted(unknown)}")
@@ -177,22 +189,49 @@ class Cluster:
             if h.delay_s > 0:
                 self._start_forwarder(h, port)
             else:
-                _ip("link", "add", self.DEV, "netns", h.ns, "type", "veth", "peer", "name", port,
-                    "netns", self.switch)
+                _ip(
+                    "link",
+                    "add",
+                    self.DEV,
+                    "netns",
+                    h.ns,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    port,
+                    "netns",
+                    self.switch,
+                )
             _ip("-n", self.switch, "link", "set", port, "master", "br0")
             _ip("-n", self.switch, "link", "set", port, "up")
             _ip("-n", h.ns, "addr", "add", f"{h.addr}/24", "dev", self.DEV)
             _ip("-n", h.ns, "link", "set", self.DEV, "up")
 
     def _start_forwarder(self, h: Host, port: str) -> None:
-        cmd = [sys.executable, "-m", "bench.netns", "forward", f"{h.ns}:{self.DEV}", f"{self.switch}:{port}",
-               str(h.delay_s / 2)]
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.netns",
+            "forward",
+            f"{h.ns}:{self.DEV}",
+            f"{self.switch}:{port}",
+            str(h.delay_s / 2),
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         self._forwarders[h.name] = proc
         line = proc.stdout.readline()
         if line.strip() != "ready":
-            raise RuntimeError(f"delay forwarder for {h.name} did not start: {line} {proc.stderr.read()[-2000:]}")
+            raise RuntimeError(
+                f"delay forwarder for {h.name} did not start: {line} {proc.stderr.read()[-2000:]}"
+            )
 
     def close(self) -> None:
         for proc in self._forwarders.values():
@@ -216,20 +255,34 @@ class Cluster:
     def on(self, name: str, argv: list[str]) -> list[str]:
         """argv run on host `name` (its network, hostname and IPC namespace)."""
         h = self.host(name)
-        return ["ip", "netns", "exec", h.ns, *self.UNSHARE, "sh", "-c",
-                self._mounts(name) + 'hostname "$0" && exec "$@"', h.name, *argv]
+        return [
+            "ip",
+            "netns",
+            "exec",
+            h.ns,
+            *self.UNSHARE,
+            "sh",
+            "-c",
+            self._mounts(name) + 'hostname "$0" && exec "$@"',
+            h.name,
+            *argv,
+        ]
 
     UNSHARE = ("unshare", "--uts", "--ipc", "--mount", "--propagation", "private")
 
     def _mounts(self, name: str) -> str:
-        return "".join(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)} && " for src, dst in self.binds[name])
+        return "".join(
+            f"mount --bind {shlex.quote(src)} {shlex.quote(dst)} && " for src, dst in self.binds[name]
+        )
 
     def launcher(self) -> Path:
         """A launcher script for hydra's and Open MPI's ssh launchers: `SCRIPT [-opts] HOST CMD...`
         runs CMD on HOST (a host's name or address). Its calls are logged to launcher.log."""
         path = self.workdir / "launcher.sh"
-        cases = "\n".join(f'  {h.addr}|{h.name}) ns={h.ns}; name={h.name}; pre={shlex.quote(self._mounts(h.name))};;'
-                          for h in self.hosts)
+        cases = "\n".join(
+            f"  {h.addr}|{h.name}) ns={h.ns}; name={h.name}; pre={shlex.quote(self._mounts(h.name))};;"
+            for h in self.hosts
+        )
         path.write_text(f"""#!/bin/sh
 # made by bench/netns.py: run a command "on" one of the namespace hosts (like ssh HOST CMD)
 echo "$@" >> {self.workdir}/launcher.log
@@ -248,7 +301,9 @@ exec ip netns exec "$ns" {" ".join(self.UNSHARE)} sh -c "$pre"'hostname "$0" && 
         """One line per host with its slots, by address: `ADDR:N` (MPICH) or `ADDR slots=N` (Open MPI)."""
         path = self.workdir / f"hostfile.{style}"
         fmt = "{addr}:{n}" if style == "mpich" else "{addr} slots={n}"
-        path.write_text("".join(fmt.format(addr=self.host(name).addr, n=n) + "\n" for name, n in slots.items()))
+        path.write_text(
+            "".join(fmt.format(addr=self.host(name).addr, n=n) + "\n" for name, n in slots.items())
+        )
         return path
 
     def mpiexec(self, mpiexec: str, slots: dict[str, int], argv: list[str]) -> list[str]:
@@ -256,18 +311,57 @@ exec ip netns exec "$ns" {" ".join(self.UNSHARE)} sh -c "$pre"'hostname "$0" && 
         launcher, the control connection on the hosts' link (-iface)."""
         first = next(iter(slots))
         n = sum(slots.values())
-        return self.on(first, [mpiexec, "-launcher", "ssh", "-launcher-exec", str(self.launcher()),
-                               "-f", str(self.hostfile(slots)), "-iface", self.DEV, "-n", str(n), *argv])
+        return self.on(
+            first,
+            [
+                mpiexec,
+                "-launcher",
+                "ssh",
+                "-launcher-exec",
+                str(self.launcher()),
+                "-f",
+                str(self.hostfile(slots)),
+                "-iface",
+                self.DEV,
+                "-n",
+                str(n),
+                *argv,
+            ],
+        )
 
     def ompi_mpiexec(self, mpiexec: str, slots: dict[str, int], argv: list[str]) -> list[str]:
         """Open MPI's mpiexec (PRRTE) on the first host of `slots`, its daemons on the others through
         the launcher (plm_ssh_agent), daemons and MPI traffic on the hosts' link, TCP between hosts."""
         first = next(iter(slots))
         n = sum(slots.values())
-        return self.on(first, [mpiexec, "--hostfile", str(self.hostfile(slots, style="ompi")), "-n", str(n),
-                               "--prtemca", "plm_ssh_agent", str(self.launcher()),
-                               "--prtemca", "oob_tcp_if_include", self.DEV, "--mca", "btl_tcp_if_include", self.DEV,
-                               "--mca", "pml", "ob1", "--mca", "btl", "self,sm,tcp", "--bind-to", "none", *argv])
+        return self.on(
+            first,
+            [
+                mpiexec,
+                "--hostfile",
+                str(self.hostfile(slots, style="ompi")),
+                "-n",
+                str(n),
+                "--prtemca",
+                "plm_ssh_agent",
+                str(self.launcher()),
+                "--prtemca",
+                "oob_tcp_if_include",
+                self.DEV,
+                "--mca",
+                "btl_tcp_if_include",
+                self.DEV,
+                "--mca",
+                "pml",
+                "ob1",
+                "--mca",
+                "btl",
+                "self,sm,tcp",
+                "--bind-to",
+                "none",
+                *argv,
+            ],
+        )
 
     def counters(self, name: str) -> tuple[int, int]:
         """(rx_bytes, tx_bytes) of the host's link, as the host sees it."""

@@ -108,8 +108,8 @@ class RankDepth:
     lower_streak: int = 0
     changes: int = 0
     history: list[int] = field(default_factory=list)  # depths chosen, in order (the first is the start)
-    ceiling: int | None = None  # a raise that did not pay: the most this rank gets (until its task time changes)
-    probe: tuple[int, float] | None = None  # a raise above free_depth on trial: (depth before, predicted ratio)
+    ceiling: int | None = None  # after a raise that did not pay: the most it gets (until its task time changes)
+    probe: tuple[int, float] | None = None  # a raise above free_depth on trial: (depth before, predicted)
 
 
 class DepthController:

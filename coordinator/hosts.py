@@ -98,13 +98,19 @@ class HostChecks:
         self.checked[rank] = dict(info)
         host = str(info.get("host", "")) or self.hosts.get(rank, "?")
         self.hosts[rank] = host
-        log.info("worker.checked", worker=rank, host=host, files=info.get("files_checked", 0),
-                 log_path=info.get("log_path"))
+        log.info(
+            "worker.checked",
+            worker=rank,
+            host=host,
+            files=info.get("files_checked", 0),
+            log_path=info.get("log_path"),
+        )
         bad = info.get("bad_file", 0)
         if bad and self.problem is None:
             path = self.order[bad - 1] if 0 < bad <= len(self.order) else f"file #{bad}"
             why = str(info.get("why", "differs"))
-            detail = "is missing" if why == "missing" else f"differs from rank 0's (sha256 {self.files.get(path, '?')[:12]}...)"
+            ours = self.files.get(path, "?")[:12]
+            detail = "is missing" if why == "missing" else f"differs from rank 0's (sha256 {ours}...)"
             self.problem = f"host {host} (rank {rank}): {path} {detail}"
             log.error("worker.host_mismatch", worker=rank, host=host, path=path, why=why)
 
@@ -118,5 +124,10 @@ class HostChecks:
             return
         fields = {k: v for k, v in info.items() if k not in ("event", "level")}
         emit = log.error if info.get("level") in ("error", "critical") else log.warning
-        emit("worker.log", worker=rank, host=self.hosts.get(rank), worker_event=str(info.get("event", "")),
-             fields=fields)
+        emit(
+            "worker.log",
+            worker=rank,
+            host=self.hosts.get(rank),
+            worker_event=str(info.get("event", "")),
+            fields=fields,
+        )

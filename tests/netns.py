@@ -21,8 +21,9 @@ MPICH_TCP = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-def cluster_fixture(n: int = 3, delays: dict[str, float] | None = None,
-                    binds: dict[str, list[tuple[str, str]]] | None = None) -> Iterator[Cluster]:
+def cluster_fixture(
+    n: int = 3, delays: dict[str, float] | None = None, binds: dict[str, list[tuple[str, str]]] | None = None
+) -> Iterator[Cluster]:
     """A Cluster for one test, or a skip that prints why hosts cannot be made here."""
     reason = why_not()
     if reason:
@@ -31,26 +32,50 @@ def cluster_fixture(n: int = 3, delays: dict[str, float] | None = None,
         yield c
 
 
-def run_hosts(cluster: Cluster, tmp_path: Path, cfg: dict[str, dict[str, Any]], slots: dict[str, int], *,
-              timeout_s: float = 60, out: Path | None = None, extra_args: list[str] | None = None,
-              ompi: bool = False, env: dict[str, str] | None = None,
-              on_start: Callable[[subprocess.Popen], None] | None = None) -> Run:
+def run_hosts(
+    cluster: Cluster,
+    tmp_path: Path,
+    cfg: dict[str, dict[str, Any]],
+    slots: dict[str, int],
+    *,
+    timeout_s: float = 60,
+    out: Path | None = None,
+    extra_args: list[str] | None = None,
+    ompi: bool = False,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
+) -> Run:
     """One campaign with rank 0 on the first host of `slots` and the workers spread as given."""
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
     python = OMPI_PYTHON if ompi else sys.executable
-    argv = [python, "-m", "symfence.coordinator", "--config", str(config), "--out", str(out), "--no-status",
-            *(extra_args or [])]
+    argv = [
+        python,
+        "-m",
+        "symfence.coordinator",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--no-status",
+        *(extra_args or []),
+    ]
     if ompi:
         cmd = cluster.ompi_mpiexec(OMPI_MPIEXEC, slots, ["--with-ft", "ulfm", *argv])
         extra = {**OMPI_ENV, "PATH": f"{Path(OMPI_MPIEXEC).parent}:{os.environ['PATH']}"}
     else:
         cmd = cluster.mpiexec(MPIEXEC, slots, argv)
         extra = dict(MPICH_TCP)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **extra, **(env or {})})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **extra, **(env or {})},
+    )
     if on_start is not None:
         on_start(proc)
     try:
@@ -60,7 +85,9 @@ def run_hosts(cluster: Cluster, tmp_path: Path, cfg: dict[str, dict[str, Any]], 
         for h in cluster.hosts:
             cluster.kill(h.name)
         stdout, stderr = proc.communicate()
-        raise AssertionError(f"campaign hung (> {timeout_s} s)\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}")
+        raise AssertionError(
+            f"campaign hung (> {timeout_s} s)\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}"
+        )
     return Run(proc.returncode, stdout, stderr, out)
 
 

@@ -15,7 +15,8 @@ R1 = Rank(1)
 
 
 def simulate(ctl: DepthController, task_s: Callable[[int], float], results: int, *, out_s: float = 300e-6,
-             back_s: float = 300e-6, turnaround_s: float | Callable[[int], float] = 200e-6, overhead_s: float = 20e-6,
+             back_s: float = 300e-6, turnaround_s: float | Callable[[int], float] = 200e-6,
+             overhead_s: float = 20e-6,
              jitter: Callable[[], float] = lambda: 0.0, rank: Rank = R1, coord_s: float = 0.0) -> dict:
     """One worker rank, first in first out, run to `results` results. The coordinator refills the
     rank to its current depth whenever it handles a result (as `_fill` does after a turn). The

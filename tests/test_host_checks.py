@@ -1,4 +1,4 @@
-"""The host check (coordinator/hosts.py, worker/hostcheck.py) and worker log forwarding (worker/logforward.py)."""
+"""The host check (coordinator/hosts.py, worker/hostcheck.py) and log forwarding (worker/logforward.py)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ def test_manifest_lists_the_target_package_sources(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = parse({"campaign": {"executor": "concolic", "targets": ["mypkg.t:target"]}})
     files = manifest(cfg)
-    assert files == {str(pkg.resolve() / "__init__.py"): hashlib.sha256(b"").hexdigest(),
-                     str(pkg.resolve() / "t.py"): hashlib.sha256(b"def target(data): pass\n").hexdigest()}
+    assert files == {
+        str(pkg.resolve() / "__init__.py"): hashlib.sha256(b"").hexdigest(),
+        str(pkg.resolve() / "t.py"): hashlib.sha256(b"def target(data): pass\n").hexdigest(),
+    }
     assert manifest(parse({"campaign": {"executor": "synthetic"}})) == {}
 
 
@@ -51,8 +53,16 @@ def test_forwarded_events_are_bounded_rate_limited_and_pass_the_codec():
     sent, now = [], [0.0]
     fwd = LogForwarder(sent.append, clock=lambda: now[0])
     fields = {f"k{i}": i for i in range(40)}
-    event = {"event": "work.refused", "level": "warning", "rank": 3, "ts": 1.0, "detail": "x" * 10_000,
-             "neg": -5, "obj": object(), **fields}
+    event = {
+        "event": "work.refused",
+        "level": "warning",
+        "rank": 3,
+        "ts": 1.0,
+        "detail": "x" * 10_000,
+        "neg": -5,
+        "obj": object(),
+        **fields,
+    }
     assert fwd(None, "warning", dict(event)) == event  # the local log keeps everything
     info = sent[0]
     assert len(info) <= MAX_FIELDS and info["event"] == "work.refused" and "rank" not in info
@@ -78,4 +88,6 @@ def test_rank_0_writes_a_bounded_number_of_forwarded_events(monkeypatch):
         for _ in range(MAX_REMOTE_LOGS + 5):
             checks.on_log(Rank(1), {"event": "coverage.bad_delta", "level": "warning", "error": "bad"})
     assert len(logs) == MAX_REMOTE_LOGS and checks.remote_logs[Rank(1)] == MAX_REMOTE_LOGS + 5
-    assert logs[0]["event"] == "worker.log" and logs[0]["host"] == "h2" and logs[0]["fields"] == {"error": "bad"}
+    assert (
+        logs[0]["event"] == "worker.log" and logs[0]["host"] == "h2" and logs[0]["fields"] == {"error": "bad"}
+    )

@@ -8,6 +8,9 @@ and an added round trip on one link. Skipped with the reason where namespaces ca
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,8 +19,8 @@ import pytest
 
 from symfence.coordinator.failure import ExitCode
 from symfence.coordinator.journal import Journal
-from tests.mpi_helpers import OMPI_MPIEXEC, read_committed, synthetic_cfg
-from tests.netns import cluster_fixture, hosts_of, run_hosts, wait_gone
+from tests.mpi_helpers import OMPI_MPIEXEC, ROOT, Run, read_committed, synthetic_cfg, toml_dump
+from tests.netns import MPICH_TCP, cluster_fixture, hosts_of, run_hosts, wait_gone
 
 pytestmark = pytest.mark.mpi
 SLOTS = {"h1": 1, "h2": 2, "h3": 2}  # ranks 1, 2 on h2; 3, 4 on h3 (hydra fills hosts in order)
@@ -28,7 +31,9 @@ def cluster():
     yield from cluster_fixture(3)
 
 
-def when_committed(out: Path, n: int, action, done: threading.Event, timeout_s: float = 60) -> threading.Thread:
+def when_committed(
+    out: Path, n: int, action, done: threading.Event, timeout_s: float = 60
+) -> threading.Thread:
     def watch() -> None:
         until = time.monotonic() + timeout_s
         while time.monotonic() < until and not done.is_set():
@@ -71,8 +76,11 @@ def test_a_host_cut_off_leaves_no_ranks_running(cluster, tmp_path):
     campaign finishes; rank 0 ends the job (exit 6, RANKS_LOST) and h3's ranks, unreachable,
     end themselves after workers.orphan_after_s (its hydra proxy with them)."""
     seeds = 500
-    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 8.0}, dispatch={"depth": 4},
-                        workers={"heartbeat_s": 0.2, "lost_after_s": 1.5, "orphan_after_s": 3.0})
+    cfg = synthetic_cfg(
+        synthetic={"seeds": seeds, "task_ms": 8.0},
+        dispatch={"depth": 4},
+        workers={"heartbeat_s": 0.2, "lost_after_s": 1.5, "orphan_after_s": 3.0},
+    )
     out = tmp_path / "out"
     done = threading.Event()
     cut_at = []
@@ -101,8 +109,11 @@ def test_a_host_cut_off_leaves_no_ranks_running(cluster, tmp_path):
 def test_a_hosts_ranks_killed_under_mpich_then_resume_completes(cluster, tmp_path):
     """hydra ends the whole job when h3's ranks die; --resume (h3 back) finishes every item once."""
     seeds = 400
-    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 5.0}, dispatch={"depth": 4},
-                        journal={"batch_ops": 32, "batch_ms": 20.0})
+    cfg = synthetic_cfg(
+        synthetic={"seeds": seeds, "task_ms": 5.0},
+        dispatch={"depth": 4},
+        journal={"batch_ops": 32, "batch_ms": 20.0},
+    )
     out = tmp_path / "out"
     done = threading.Event()
     killed = []
@@ -134,8 +145,11 @@ def test_a_hosts_rank_killed_under_ulfm_the_campaign_goes_on(cluster, tmp_path):
     """Open MPI with ULFM across the namespaces (PRRTE's daemons started by the same launcher
     script, plm_ssh_agent): h3's worker is SIGKILLed, MPI reports it, the campaign finishes on h2."""
     seeds = 300
-    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 5.0}, dispatch={"depth": 4},
-                        workers={"heartbeat_s": 0.2, "lost_after_s": 30.0})
+    cfg = synthetic_cfg(
+        synthetic={"seeds": seeds, "task_ms": 5.0},
+        dispatch={"depth": 4},
+        workers={"heartbeat_s": 0.2, "lost_after_s": 30.0},
+    )
     out = tmp_path / "out"
     done = threading.Event()
     killed = []
@@ -162,8 +176,9 @@ def test_auto_depth_hides_a_50_ms_round_trip_on_one_link(slow_h2, tmp_path):
     """h2's link holds every frame 25 ms each way (a userspace forwarder on TAP devices): auto
     measures the round trip per rank and keeps enough in flight that h2's worker, 10 ms tasks,
     does about as much as h3's (depth 1 would give it 10 / 60 of h3's)."""
-    cfg = synthetic_cfg(synthetic={"seeds": 1500, "task_ms": 10.0}, campaign={"duration_s": 4.0},
-                        dispatch={"depth": "auto"})
+    cfg = synthetic_cfg(
+        synthetic={"seeds": 1500, "task_ms": 10.0}, campaign={"duration_s": 4.0}, dispatch={"depth": "auto"}
+    )
     run = run_hosts(slow_h2, tmp_path, cfg, {"h1": 1, "h2": 1, "h3": 1})
     assert run.code == 0, run.explain()
     assert hosts_of(run) == {1: "h2", 2: "h3"}
@@ -186,21 +201,61 @@ def test_a_host_with_another_version_of_a_target_stops_the_start_with_one_line(t
     h3_scratch.mkdir()
     binds = {"h3": [(str(changed), str(original)), (str(h3_scratch), str(scratch))]}
     for c in cluster_fixture(3, binds=binds):
-        cfg = synthetic_cfg(campaign={"executor": "concolic", "targets": ["examples.checksum:target"]},
-                            workers={"scratch_dir": str(scratch)})
+        cfg = synthetic_cfg(
+            campaign={"executor": "concolic", "targets": ["examples.checksum:target"]},
+            workers={"scratch_dir": str(scratch)},
+        )
         run = run_hosts(c, tmp_path, cfg, SLOTS)
     assert run.code == 2, run.explain()
     line = [l for l in run.stderr.splitlines() if l.startswith("symfence: host")]
-    assert len(line) == 1 and line[0].startswith("symfence: host h3 (rank ") and str(original) in line[0], run.stderr
+    assert len(line) == 1 and line[0].startswith("symfence: host h3 (rank ") and str(original) in line[0], (
+        run.stderr
+    )
     assert "differs from rank 0's" in line[0]
     s = run.stats()
     assert int(s["dispatched"]) == 0
     checked = {e["worker"]: e for e in run.events() if e["event"] == "worker.checked"}
-    assert {e["host"] for e in checked.values()} == {"h2", "h3"} and all(e["files"] >= 1 for e in checked.values())
+    assert {e["host"] for e in checked.values()} == {"h2", "h3"} and all(
+        e["files"] >= 1 for e in checked.values()
+    )
     assert all(e["log_path"].startswith(str(scratch) + "/symfence-") for e in checked.values())
     forwarded = [e for e in run.events() if e["event"] == "worker.log"]
     assert {e["worker"] for e in forwarded} == {3, 4} and {e["host"] for e in forwarded} == {"h3"}
-    assert all(e["worker_event"] == "worker.host_mismatch" and e["fields"]["why"] == "differs" for e in forwarded)
+    assert all(
+        e["worker_event"] == "worker.host_mismatch" and e["fields"]["why"] == "differs" for e in forwarded
+    )
     # The logs stayed on their hosts: h2's in the scratch folder, h3's in its own (bound over it).
     assert sorted(p.name for p in scratch.glob("symfence-*/*.jsonl")) == ["worker-1.jsonl", "worker-2.jsonl"]
-    assert sorted(p.name for p in h3_scratch.glob("symfence-*/*.jsonl")) == ["worker-3.jsonl", "worker-4.jsonl"]
+    assert sorted(p.name for p in h3_scratch.glob("symfence-*/*.jsonl")) == [
+        "worker-3.jsonl",
+        "worker-4.jsonl",
+    ]
+
+
+def test_symfence_run_uses_a_hydra_hostfile_from_the_environment(cluster, tmp_path):
+    """docs/cluster.md: `symfence run` with HYDRA_HOST_FILE / HYDRA_LAUNCHER(_EXEC) / HYDRA_IFACE."""
+    cfg = synthetic_cfg(synthetic={"seeds": 200, "task_ms": 2.0}, campaign={"ranks": 5})
+    config = tmp_path / "campaign.toml"
+    config.write_text(toml_dump(cfg))
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        **MPICH_TCP,
+        "HYDRA_HOST_FILE": str(cluster.hostfile(SLOTS)),
+        "HYDRA_LAUNCHER": "ssh",
+        "HYDRA_LAUNCHER_EXEC": str(cluster.launcher()),
+        "HYDRA_IFACE": "eth0",
+    }
+    symfence = str(Path(sys.executable).parent / "symfence")
+    r = subprocess.run(
+        cluster.on("h1", [symfence, "run", str(config), "--out", str(out), "--no-status"]),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "work exhausted" in r.stdout
+    assert hosts_of(Run(0, r.stdout, r.stderr, out)) == {1: "h2", 2: "h2", 3: "h3", 4: "h3"}

@@ -23,7 +23,9 @@ _SKIP = frozenset({"event", "level", "rank", "role", "ts", "timestamp"})
 
 
 class LogForwarder:
-    def __init__(self, send: Callable[[dict[str, Any]], None], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, send: Callable[[dict[str, Any]], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.send = send
         self.clock = clock
         self.tokens = BURST
@@ -45,7 +47,10 @@ class LogForwarder:
         return event_dict
 
     def info(self, event_dict: dict[str, Any]) -> dict[str, Any]:
-        info: dict[str, Any] = {"event": _text(event_dict.get("event")), "level": _text(event_dict.get("level"))}
+        info: dict[str, Any] = {
+            "event": _text(event_dict.get("event")),
+            "level": _text(event_dict.get("level")),
+        }
         for k, v in event_dict.items():
             if len(info) >= MAX_FIELDS:
                 break
@@ -59,7 +64,7 @@ class LogForwarder:
 
 def _text(v: Any) -> str:
     s = v if isinstance(v, str) else repr(v)
-    return s if len(s) <= MAX_TEXT else s[:MAX_TEXT - 3] + "..."
+    return s if len(s) <= MAX_TEXT else s[: MAX_TEXT - 3] + "..."
 
 
 def _value(v: Any) -> Any:

@@ -131,9 +131,9 @@ class Worker:
         """Hash the files rank 0 listed; answer with this host, the log's path and the first bad file."""
         files = setup.get("files") or {}
         bad = verify(files)
-        info: dict[str, Any] = {"host": socket.gethostname()[:256], "log_path": os.path.abspath(log_path)[-256:],
-                                "files_checked": len(files), "bad_file": bad[0] if bad else 0,
-                                "why": bad[1] if bad else ""}
+        info: dict[str, Any] = {"host": socket.gethostname()[:256], "files_checked": len(files),
+                                "log_path": os.path.abspath(log_path)[-256:],  # the codec's text limit
+                                "bad_file": bad[0] if bad else 0, "why": bad[1] if bad else ""}
         if bad:
             log.error("worker.host_mismatch", path=sorted(files)[bad[0] - 1], why=bad[1])
         self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.CHECKED, info=info)))
