@@ -25,7 +25,7 @@ from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
 from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
-from symfence.protocol.rules import DEFAULT_LIMITS, Limits
+from symfence.protocol.rules import DEFAULT_LIMITS, INFO_TEXT_BYTES, Limits
 from symfence.worker.endpoint import Endpoint
 from symfence.worker.engine_api import Executor, Outcome, Task
 from symfence.worker.executors import make_executor
@@ -131,8 +131,8 @@ class Worker:
         """Hash the files rank 0 listed; answer with this host, the log's path and the first bad file."""
         files = setup.get("files") or {}
         bad = verify(files)
-        info: dict[str, Any] = {"host": socket.gethostname()[:256], "files_checked": len(files),
-                                "log_path": os.path.abspath(log_path)[-256:],  # the codec's text limit
+        info: dict[str, Any] = {"host": socket.gethostname()[:INFO_TEXT_BYTES], "files_checked": len(files),
+                                "log_path": os.path.abspath(log_path)[-INFO_TEXT_BYTES:],
                                 "bad_file": bad[0] if bad else 0, "why": bad[1] if bad else ""}
         if bad:
             log.error("worker.host_mismatch", path=sorted(files)[bad[0] - 1], why=bad[1])
