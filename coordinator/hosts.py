@@ -67,7 +67,7 @@ def manifest(cfg: Config) -> dict[str, str]:
         for module in cfg["concolic.instrument"]:
             paths += _module_files(module, roots)
     elif executor == "native":
-        from symfence.worker.native.base import NativeOptions
+        from symfence.protocol.options import NativeOptions
 
         opts = NativeOptions.from_mapping(cfg["native.options"])
         for target in cfg["campaign.targets"]:

@@ -91,3 +91,13 @@ def test_rank_0_writes_a_bounded_number_of_forwarded_events(monkeypatch):
     assert (
         logs[0]["event"] == "worker.log" and logs[0]["host"] == "h2" and logs[0]["fields"] == {"error": "bad"}
     )
+
+
+def test_manifest_lists_native_binaries_and_their_afl_builds(tmp_path):
+    target, afl = tmp_path / "parse", tmp_path / "parse.afl"
+    target.write_bytes(b"\x7fELF target")
+    afl.write_bytes(b"\x7fELF afl build")
+    cfg = parse({"campaign": {"executor": "native", "targets": [str(target)]},
+                 "native": {"options": {"oracle": "forkserver"}}})
+    assert manifest(cfg) == {str(target): hashlib.sha256(b"\x7fELF target").hexdigest(),
+                             str(afl): hashlib.sha256(b"\x7fELF afl build").hexdigest()}

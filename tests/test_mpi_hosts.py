@@ -259,3 +259,16 @@ def test_symfence_run_uses_a_hydra_hostfile_from_the_environment(cluster, tmp_pa
     assert r.returncode == 0, r.stderr[-3000:]
     assert "work exhausted" in r.stdout
     assert hosts_of(Run(0, r.stdout, r.stderr, out)) == {1: "h2", 2: "h2", 3: "h3", 4: "h3"}
+
+
+def test_a_dead_makers_namespaces_are_swept(cluster):
+    """Namespaces left by a process that died (a killed test run) go at the next start."""
+    from bench.netns import PREFIX, _ip, _namespaces, sweep
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"{PREFIX}{dead.pid}-1-h1"
+    _ip("netns", "add", stale)
+    assert stale in _namespaces()
+    assert stale in sweep() and stale not in _namespaces()
+    assert all(h.ns in _namespaces() for h in cluster.hosts)  # a live maker's are kept
