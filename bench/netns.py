@@ -145,6 +145,7 @@ class Cluster:
             raise ValueError("1 <= n <= 200 hosts")
         pid = os.getpid()
         base = f"{PREFIX}{pid}-{next(_SEQ)}-"  # several clusters of one process never collide
+        self._own_workdir = workdir is None  # ours to remove at close()
         self.workdir = Path(workdir or f"/tmp/{base.rstrip('-')}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         # A /24 of 10.0.0.0/8 picked from the pid: isolated anyway, but distinct per maker.
@@ -234,6 +235,8 @@ class Cluster:
             )
 
     def close(self) -> None:
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         for proc in self._forwarders.values():
             proc.kill()
             proc.wait(timeout=10)
