@@ -369,7 +369,9 @@ def test_restarts_do_not_use_up_attempts_and_failed_work_can_be_retried(tmp_path
 
 
 def test_a_worker_hung_until_the_end_exits_with_code_6(tmp_path):
-    cfg = synthetic_cfg(synthetic={"seeds": 300, "task_ms": 3.0},
+    # 1,500 seeds of 2 ms keep the campaign going for seconds after the freeze at 30 committed: with
+    # 300 seeds a loaded machine let the worker acknowledge STOP before the freeze landed.
+    cfg = synthetic_cfg(synthetic={"seeds": 1500, "task_ms": 2.0},
                         workers={"heartbeat_s": 0.1, "lost_after_s": 0.5})
     out = tmp_path / "out"
 
@@ -383,7 +385,7 @@ def test_a_worker_hung_until_the_end_exits_with_code_6(tmp_path):
     run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FINALIZE_TIMEOUT_S": "2"})
     assert run.code == 6, run.stderr[-3000:]  # ExitCode.RANKS_LOST: the job was aborted
     assert "work exhausted" in run.stdout and "VIOLATED" not in run.stdout
-    assert int(run.stats()["committed"]) == 300
+    assert int(run.stats()["committed"]) == 1500
 
 
 @pytest.mark.skipif(OMPI_MPIEXEC is None, reason="needs the Open MPI venv (.venv-ompi, made by `make test`)")
