@@ -896,10 +896,10 @@ class Coordinator:
                                         work_id=wid, target=item.target))
         if item.stage:
             self.plan.slice_ended(item, committed=True)
-            receipt = self.journal.record_transient(item.work_id, new_entries=entries, findings=[])
+            receipt = self.journal.record_transient(item.work_id, new_entries=entries)
         else:
             receipt = self.journal.commit(item.work_id, result.token, status=status,
-                                          new_entries=entries, findings=[])
+                                          new_entries=entries)
         failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
             st.journal_fence_rejected += 1

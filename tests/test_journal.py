@@ -160,22 +160,21 @@ def test_commit_assigns_queue_and_finding_ids_and_skips_known_ones(journal):
         new_entries=[
             entry(b"c", parent=0, origin="concolic"), entry(b"b"), entry(b"c"), entry(b"d"),
         ],
-        findings=[
-            finding(FindingKind.CRASH, b"a", "Traceback"),
-            finding(FindingKind.CRASH, b"a"),
-            finding(FindingKind.HANG, b"a"),  # the same input may be a crash and a hang
-            finding(FindingKind.HANG, b"h"),
-        ],
     )
+    found = journal.add_findings(seeds[0].work_id, [  # once a re-run confirmed them
+        finding(FindingKind.CRASH, b"a", "Traceback"),
+        finding(FindingKind.CRASH, b"a"),  # skipped: already known
+        finding(FindingKind.HANG, b"a"),  # the same input may be a crash and a hang
+        finding(FindingKind.HANG, b"h"),
+    ])
     assert [(e.queue_id, e.data, e.parent, e.origin) for e in receipt.entries] == [
         (2, b"c", 0, "concolic"), (3, b"d", None, "seed"),
     ]
     assert receipt.skipped_entries == 2
-    assert [(f.kind, f.finding_id, f.data) for f in receipt.findings] == [
+    assert [(f.kind, f.finding_id, f.data) for f in found] == [
         (FindingKind.CRASH, 0, b"a"), (FindingKind.HANG, 0, b"a"), (FindingKind.HANG, 1, b"h"),
     ]
-    assert receipt.skipped_findings == 1
-    assert all(f.work_id == seeds[0].work_id for f in receipt.findings)
+    assert all(f.work_id == seeds[0].work_id for f in found)
     snap = journal.snapshot()
     assert (snap.corpus, snap.crashes, snap.hangs, snap.pending, snap.done) == (4, 1, 2, 3, 1)
 
@@ -185,12 +184,10 @@ def test_inputs_and_findings_are_distinct_per_target(journal):
     assert (a_t.queue_id, a_t.target, a_u.queue_id, a_u.target) == (0, "t", 1, "u")
     assert a_t.work_id != a_u.work_id
     journal.lease(a_t.work_id, token(1))
-    receipt = journal.commit(
-        a_t.work_id, token(1), status="crash",
-        findings=[finding(FindingKind.CRASH, b"a", target="t"),
-                  finding(FindingKind.CRASH, b"a", target="u")],
-    )
-    assert [(f.finding_id, f.target) for f in receipt.findings] == [(0, "t"), (1, "u")]
+    assert journal.commit(a_t.work_id, token(1), status="crash") is not None
+    found = journal.add_findings(a_t.work_id, [finding(FindingKind.CRASH, b"a", target="t"),
+                                               finding(FindingKind.CRASH, b"a", target="u")])
+    assert [(f.finding_id, f.target) for f in found] == [(0, "t"), (1, "u")]
     assert [(w.queue_id, w.target) for w in journal.pending_work()] == [(1, "u")]
 
 
@@ -210,19 +207,17 @@ def test_flush_returns_exactly_what_became_durable(journal, path):
     first = journal.flush()
     assert first.entries == tuple(seeds) and first.findings == () and first.ops == 2
     journal.lease(seeds[0].work_id, token(1))
-    receipt = journal.commit(
-        seeds[0].work_id, token(1), status="ok",
-        new_entries=[entry(b"c", parent=0)], findings=[finding(FindingKind.CRASH, b"a")],
-    )
+    receipt = journal.commit(seeds[0].work_id, token(1), status="ok", new_entries=[entry(b"c", parent=0)])
+    found = tuple(journal.add_findings(seeds[0].work_id, [finding(FindingKind.CRASH, b"a")]))
     ro = Journal.read_only(path)
     assert ro.snapshot().corpus == 2 and ro.snapshot().crashes == 0  # not flushed yet
     ro.close()
     second = journal.flush()
-    assert second.entries == receipt.entries and second.findings == receipt.findings
+    assert second.entries == receipt.entries and second.findings == found
     assert journal.flush().entries == () and journal.unflushed_ops == 0
     ro = Journal.read_only(path)
     assert list(ro.iter_corpus()) == [*seeds, *receipt.entries]
-    assert list(ro.iter_findings()) == list(receipt.findings)
+    assert list(ro.iter_findings()) == list(found)
     assert ro.work_item(seeds[0].work_id) == journal.work_item(seeds[0].work_id)
     ro.close()
 
@@ -423,7 +418,8 @@ def _churn(path: str, seed: int, log_path: str) -> None:
                     for _ in range(rng.randint(1, 2))
                 ]
                 crash = [finding(FindingKind.CRASH, rng.randbytes(1))] if rng.random() < 0.2 else []
-                receipt = j.commit(work_id, tok, status="ok", new_entries=children, findings=crash)
+                receipt = j.commit(work_id, tok, status="ok", new_entries=children)
+                j.add_findings(work_id, crash)
                 pending.extend(e.work_id for e in receipt.entries)
                 done.append(work_id)
         if j.needs_flush():
@@ -582,12 +578,11 @@ class JournalMachine(RuleBasedStateMachine):
         tok = self._pick_token(work_id, right)
         entries = [entry(d, parent=0, origin="model") for d in children]
         findings = [] if crash is None else [finding(FindingKind.CRASH, crash)]
-        receipt = self.journal.commit(
-            work_id, tok, status="ok", new_entries=entries, findings=findings
-        )
+        receipt = self.journal.commit(work_id, tok, status="ok", new_entries=entries)
         if not right:
             assert receipt is None
             return
+        self.journal.add_findings(work_id, findings)
         before = len(self.model.corpus)
         for e in entries:
             self.model.add(e)

@@ -41,8 +41,8 @@ def build(path: Path) -> None:
         else:
             finding = [NewFinding(FindingKind.CRASH, b"crash %d" % i, sha256_hex(b"crash %d" % i),
                                   target="t", detail="Traceback\nValueError: x")] if i % 5 == 0 else []
-            j.commit(seed.work_id, tok, status="ok", new_entries=[entry(b"child %d" % i, seed.queue_id)],
-                     findings=finding)
+            j.commit(seed.work_id, tok, status="ok", new_entries=[entry(b"child %d" % i, seed.queue_id)])
+            j.add_findings(seed.work_id, finding)
     j.save_coverage(bytes(range(256)) * 16)
     j.save_counters({"dispatched": 45, "committed": 33})
     j.end_run(clean=True)

@@ -40,10 +40,8 @@ def build_campaign(out: Path, *, end: bool) -> Journal:
     for n, seed in enumerate(seeds[:4]):
         j.lease(seed.work_id, derive_token(EPOCH, 1, n))
     j.commit(seeds[0].work_id, derive_token(EPOCH, 1, 0), status="ok")
-    j.commit(
-        seeds[1].work_id, derive_token(EPOCH, 1, 1), status="crash",
-        findings=[finding(FindingKind.CRASH, b"boom"), finding(FindingKind.HANG, b"zzz")],
-    )
+    j.commit(seeds[1].work_id, derive_token(EPOCH, 1, 1), status="crash")
+    j.add_findings(seeds[1].work_id, [finding(FindingKind.CRASH, b"boom"), finding(FindingKind.HANG, b"zzz")])
     j.fail(seeds[2].work_id, derive_token(EPOCH, 1, 2), "3 attempts")
     j.flush()
     if end:

@@ -210,9 +210,6 @@ class Journal:
     def corpus_count(self) -> int:
         return self._next_queue_id
 
-    def finding_count(self, kind: FindingKind | str) -> int:
-        return self._next_finding_id[FindingKind(kind)]
-
     def runs(self) -> tuple[RunRecord, ...]:
         return tuple(self._runs)
 
@@ -335,50 +332,38 @@ class Journal:
         *,
         status: Status | str,
         new_entries: Iterable[NewEntry] = (),
-        findings: Iterable[NewFinding] = (),
     ) -> CommitReceipt | None:
         """The journal-level fence: record a result only if `token` holds the work's lease.
 
-        Returns None and changes nothing otherwise. On success the work is done(status), new
-        entries get the next queue ids and pending work items, findings get ids; entries and
-        findings already known (same target and sha256, or same work_id) are skipped and counted.
+        Returns None and changes nothing otherwise. On success the work is done(status) and new
+        entries get the next queue ids and pending work items; entries already known (same
+        target and sha256, or same work_id) are skipped and counted. A result's findings are
+        recorded once a re-run confirmed them (`add_findings`).
         """
         self._writable()
         if not self._leases.holds(work_id, token):
             return None
         status = Status(status)
         entries = list(new_entries)
-        new_findings = list(findings)
         for entry in entries:
             if entry.parent is not None and not 0 <= entry.parent < self._next_queue_id:
                 raise ValueError(f"parent {entry.parent} is not a queue id")
         added, skipped = self._add_entries(entries)
-        recorded = self._add_findings(WorkId(work_id), new_findings)
         self._leases.commit(work_id, token, status)
         self._note()
-        return CommitReceipt(
-            WorkId(work_id), status, tuple(added), tuple(recorded),
-            skipped, len(new_findings) - len(recorded),
-        )
+        return CommitReceipt(WorkId(work_id), status, tuple(added), skipped)
 
     def record_transient(
         self,
         work_id: str,
         *,
         new_entries: Iterable[NewEntry] = (),
-        findings: Iterable[NewFinding] = (),
     ) -> CommitReceipt:
         """Record what a transient work item found (a fuzz slice: fenced by its dispatch token,
         never leased here because it is not redone after a restart). Same skipping as `commit`."""
         self._writable()
-        entries = list(new_entries)
-        new_findings = list(findings)
-        added, skipped = self._add_entries(entries)
-        recorded = self._add_findings(WorkId(work_id), new_findings)
-        return CommitReceipt(
-            WorkId(work_id), Status.OK, tuple(added), tuple(recorded),
-            skipped, len(new_findings) - len(recorded),
-        )
+        added, skipped = self._add_entries(list(new_entries))
+        return CommitReceipt(WorkId(work_id), Status.OK, tuple(added), skipped)
 
     def add_findings(self, work_id: str, findings: Iterable[NewFinding]) -> list[Finding]:
         """Record findings of a work item after its commit (a crash confirmed by a re-run on

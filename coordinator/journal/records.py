@@ -146,9 +146,7 @@ class CommitReceipt:
     work_id: WorkId
     status: Status
     entries: tuple[CorpusEntry, ...]
-    findings: tuple[Finding, ...]
     skipped_entries: int  # input or work_id already known
-    skipped_findings: int  # input already known for that kind
 
 
 @dataclass(frozen=True)
