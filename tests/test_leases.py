@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
+
 from symfence.coordinator.journal import RECOVERY_REASON, RETRY_REASON, TRANSITIONS, LeaseError, Leases, Move
 from symfence.coordinator.journal import WorkState as S
 from symfence.protocol.messages import Status
