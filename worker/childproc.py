@@ -238,9 +238,13 @@ class EngineAdapter(Protocol[OptionsT]):
 class ChildExecutor(Generic[OptionsT]):
     """The Executor of an engine that runs its tasks in a long-lived child; see the module docstring."""
 
-    def __init__(self, adapter: EngineAdapter[OptionsT], *, python: str | None = None) -> None:
+    def __init__(self, adapter: EngineAdapter[OptionsT], *, python: str | None = None,
+                 one_task_per_child: bool = False) -> None:
+        """``one_task_per_child``: stop the child after each task and start the next one in a
+        fresh process (an engine whose tasks must not share a target's state, e.g. minimize)."""
         self._adapter = adapter
         self._python = python or sys.executable
+        self._one_task = one_task_per_child
         self._running: Running[OptionsT] | None = None
         self._closed = False
         self._child: ChildProcess | None = self._spawn() if adapter.eager else None
@@ -297,6 +301,8 @@ class ChildExecutor(Generic[OptionsT]):
             outcome = run.ready or self._drain(run) or self._enforce(run)
             if outcome is not None:
                 self._running = None
+                if self._one_task:
+                    self._retire_child()
                 return outcome
             now = time.monotonic()
             if now >= deadline:
@@ -395,12 +401,21 @@ class ChildExecutor(Generic[OptionsT]):
         a = self._adapter
         return ChildProcess(a.engine, python=self._python, stderr=a.stderr, scratch=a.scratch)
 
+    def _retire_child(self) -> None:
+        """Stop the idle child; ``start`` spawns a fresh one for the next task."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop()
+
     def _replace_child(self, sub_pgid: int = 0) -> None:
-        """Kill the current child and start a fresh one (left None if that fails; ``start``
-        retries and turns a failure into an ERROR outcome)."""
+        """Kill the current child and start a fresh one (left None if that fails, or until the
+        next task with ``one_task_per_child``; ``start`` retries and turns a failure into an
+        ERROR outcome)."""
         if self._child is not None:
             self._child.close(sub_pgid)
             self._child = None
+        if self._one_task:
+            return  # ``start`` spawns the next task's child
         try:
             self._child = self._spawn()
         except OSError:

@@ -1,35 +1,67 @@
-"""The process one minimization task runs in: the smallest input with the same crash identity.
+"""The minimize engine's child side: the smallest input with the same crash identity.
 
-    python -m symfence.worker.triage.minimize_child SPEC.json
-
-SPEC: target, kind ("crash"/"hang"), identity (the finding's key), base executor and its
-options, input (hex), budget_s, result path. The original input is run first; its identity here
-is the one kept (the coordinator's is reported if it differs). Python targets are imported once
-and called in this process (CPU time-out by SIGVTALRM, as a fuzz slice); native targets run as a
-fresh process per input (the plain build; an ASan/UBSan build's report is compared in full), and
-``afl-tmin`` on the afl-cc build goes first when it is installed. Writes a JSON result:
-{"data": hex, "detail": str, "execs": n, "identity": key, "afl_tmin": bool, "mismatch": bool}.
+Run as ``python -m symfence.worker.childserve symfence.worker.triage.minimize_child ...`` by
+``worker.executors.minimize`` (one task per child process, so no target state carries over).
+The task (``MinimizeSpec.from_task``): its input and target, the base executor and its options,
+and the ``minimize_`` options: kind ("crash"/"hang"), identity (the finding's key), budget_s.
+The original input is run first; its identity here is the one kept (the coordinator's is
+reported if it differs). Python targets are imported once and called in this process (CPU
+time-out by SIGVTALRM, as a fuzz slice); native targets run as a fresh process per input (the
+plain build; an ASan/UBSan build's report is compared in full), and ``afl-tmin`` on the afl-cc
+build goes first when it is installed. The task's ``Outcome`` carries the minimized input as
+its one candidate (``outcome_of``).
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from symfence.protocol.crashid import identity_from_detail, identity_from_python_exception
+from symfence.worker.childserve import Events
+from symfence.worker.childwire import RunTask
+from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
 from symfence.worker.triage.ddmin import minimize
 from symfence.worker.triage.symbolize import is_sanitized, native_detail, run_once
 
 PYTHON_BASES = ("concolic", "fuzz", "hybrid")
+PREFIX = "minimize_"  # the task's own options (coordinator/triage.py OPTION_PREFIX)
+
+
+@dataclass(frozen=True)
+class MinimizeSpec:
+    """One minimization task, read from a ``Task`` (the parent and the child read it alike)."""
+
+    target: str
+    kind: str  # "crash" or "hang"
+    identity: str  # the finding's identity key at the coordinator ("" if unknown)
+    executor: str  # the base executor the finding came from
+    options: Mapping[str, Any]  # the base executor's options
+    data: bytes
+    budget_s: float
+
+    @classmethod
+    def from_task(cls, task: Task) -> MinimizeSpec:
+        """``ValueError`` for a budget that is not a number."""
+        opts = dict(task.options)
+        own = {k[len(PREFIX):]: opts.pop(k) for k in list(opts) if k.startswith(PREFIX)}
+        return cls(task.target, str(own.get("kind", "crash")), str(own.get("identity", "")),
+                   str(own.get("executor", "")), opts, task.data, float(own.get("budget_s", 60.0)))
+
+    def as_spec(self) -> dict[str, Any]:
+        """The mapping ``run_spec`` takes."""
+        return {"target": self.target, "kind": self.kind, "identity": self.identity,
+                "executor": self.executor, "options": dict(self.options), "data": self.data.hex(),
+                "budget_s": self.budget_s}
 
 
 class _Timeout(BaseException):
@@ -153,23 +185,36 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
             and spec["identity"] != (gdb_key or want)}
 
 
-def main(argv: list[str]) -> int:
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
-    for p in spec.get("sys_path", []):
-        if p not in sys.path:
-            sys.path.append(p)
-    try:
-        result = run_spec(spec)
-    except Exception:  # noqa: BLE001 - the task's ERROR, as data
-        result = {"error": traceback.format_exc()[-4000:]}
-    tmp = spec["result"] + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, spec["result"])
-    return 0
+def outcome_of(spec: MinimizeSpec, result: Mapping[str, Any], wall_s: float) -> Outcome:
+    """The task's outcome from ``run_spec``'s result: the minimized input as its one candidate."""
+    if "error" in result:
+        return Outcome(ExitKind.ERROR, wall_s=wall_s, error=str(result["error"]))
+    status = ExitKind.HANG if spec.kind == "hang" else ExitKind.CRASH
+    data = bytes.fromhex(result["data"])
+    cand = Candidate(data, {}, status, 0, str(result.get("detail", "")))
+    stats = {"minimized_from": len(spec.data), "minimized_to": len(data),
+             "afl_tmin": int(bool(result.get("afl_tmin"))),
+             "identity_mismatch": int(bool(result.get("mismatch")))}
+    return Outcome(status, candidates=(cand,), wall_s=wall_s, execs=int(result.get("execs", 1)),
+                   error=str(result.get("detail", "")), stats=stats)
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(main(sys.argv[1:]))
+class Minimizer:
+    """The ``childserve`` handler: runs one minimization per task."""
+
+    def run(self, request: RunTask, events: Events) -> Outcome:
+        t0 = time.monotonic()
+        spec = MinimizeSpec.from_task(request.task)
+        events.entered(Phase.ENGINE)
+        try:
+            result = run_spec(spec.as_spec())
+        except Exception:  # noqa: BLE001 - the task's ERROR, as data
+            result = {"error": traceback.format_exc()[-4000:]}
+        return outcome_of(spec, result, time.monotonic() - t0)
+
+    def close(self) -> None:
+        pass
+
+
+def handler(scratch_dir: str) -> Minimizer:
+    return Minimizer()

@@ -1,0 +1,93 @@
+"""The minimize executor over the engine seam: a real child per task (ChildExecutor,
+``one_task_per_child``), typed childwire messages, the minimized input as the outcome's candidate."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from symfence.worker.engine_api import ExitKind, Outcome, Task
+from symfence.worker.executors import make_executor
+from symfence.worker.executors.minimize import MinimizeExecutor
+
+ROOT = Path(__file__).resolve().parent.parent
+CRASH = b"SYMF\x03\xef\xbe!" + bytes(range(40))  # examples.magic_header's bug, 8 bytes + noise
+
+
+def _task(data: bytes, target: str, **own: object) -> Task:
+    options = {"exec_timeout_s": 1.0, **{f"minimize_{k}": v for k, v in own.items()}}
+    return Task("t" * 64, "w" * 64, data, target, 0, options)
+
+
+def _finish(ex: MinimizeExecutor, limit_s: float = 60.0) -> Outcome:
+    for _ in range(int(limit_s / 0.05)):
+        if (outcome := ex.wait(0.05)) is not None:
+            return outcome
+    raise AssertionError(f"no outcome within {limit_s} s")
+
+
+@pytest.fixture
+def executor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ and the test's own targets resolve in the child
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ex = make_executor("minimize")
+    assert isinstance(ex, MinimizeExecutor)
+    yield ex
+    ex.close()
+
+
+def test_a_crash_shrinks_to_its_minimal_input_in_a_fresh_child_per_task(executor):
+    pids = []
+    for _ in range(2):
+        executor.start(_task(CRASH, "examples.magic_header:target", kind="crash", executor="concolic",
+                             budget_s=20.0))
+        pids.append(executor.child_pid)
+        outcome = _finish(executor)
+        assert outcome.status is ExitKind.CRASH, outcome.error
+        (cand,) = outcome.candidates
+        assert cand.data == CRASH[:8] and cand.kind is ExitKind.CRASH and "MagicHeaderBug" in cand.detail
+        assert dict(outcome.stats) == {"minimized_from": len(CRASH), "minimized_to": 8, "afl_tmin": 0,
+                                       "identity_mismatch": 0}
+        assert executor.child_pid is None  # stopped after its task: no target state carries over
+    assert pids[0] != pids[1] and None not in pids
+
+
+def test_an_input_that_does_not_reproduce_is_the_tasks_error(executor):
+    executor.start(_task(b"SYMF\x03", "examples.magic_header:target", kind="crash", executor="concolic"))
+    outcome = _finish(executor)
+    assert outcome.status is ExitKind.ERROR and "does not reproduce" in outcome.error
+
+
+def test_a_minimizer_that_dies_is_an_error_and_a_bad_budget_never_reaches_a_child(executor, tmp_path):
+    (tmp_path / "sf_min_dies.py").write_text(textwrap.dedent("""
+        import os
+        def target(data):
+            os._exit(7)
+    """))
+    executor.start(_task(b"abc", "sf_min_dies:target", kind="crash", executor="concolic"))
+    outcome = _finish(executor)
+    assert outcome.status is ExitKind.ERROR and outcome.error == "the minimizer died (exit 7)"
+    executor.start(_task(b"abc", "sf_min_dies:target", budget_s="soon"))
+    assert executor.child_pid is None
+    outcome = _finish(executor)
+    assert outcome.status is ExitKind.ERROR and "soon" in outcome.error
+
+
+def test_abort_kills_the_child(executor, tmp_path):
+    (tmp_path / "sf_min_slow.py").write_text(textwrap.dedent("""
+        import time
+        def target(data):
+            time.sleep(0.2)
+            raise ValueError("slow")
+    """))
+    executor.start(_task(bytes(64), "sf_min_slow:target", kind="crash", executor="concolic", budget_s=30.0))
+    assert executor.wait(1.0) is None
+    pid = executor.child_pid
+    assert pid is not None
+    executor.abort()
+    assert executor.child_pid is None and executor.wait(0.1) is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
