@@ -265,7 +265,9 @@ class _Search:
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
                 next_pin += 1
             path, flipped = (cond, z3.Not(cond)) if taken else (z3.Not(cond), cond)
-            if i >= task.bound or i in rec.ends:  # the input may always grow (memo: once per prefix)
+            # the input may always grow (memo: once per prefix), at the end or under a loop's
+            # length test (``rec.on_length``)
+            if i >= task.bound or i in rec.ends or i in rec.on_length:
                 if len(self.candidates) + len(self.pending) >= opts.max_candidates:
                     self.stats["candidate_cap_hits"] += 1
                     return
@@ -283,7 +285,7 @@ class _Search:
                         self._replay(child, i, site, not taken, i in rec.ends)
                     elif child is not None:
                         self.stats["duplicates"] += 1
-            if i not in rec.ends:
+            if i not in rec.ends and i not in rec.on_length:
                 # An end-of-input branch (``len > n`` false) is negated itself but kept out of
                 # the prefix: later conditions that need a longer input (a slice compared past
                 # the end, the line a scan would read) carry their own length terms.
