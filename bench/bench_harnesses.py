@@ -34,7 +34,7 @@ HARNESS_DIR = ROOT_DIR / "examples" / "harnesses"
 # harness -> (package measured, whether it splits its input with FuzzedDataProvider)
 HARNESSES: dict[str, tuple[str, bool]] = {
     "fuzz_sqlparse": ("sqlparse", True),
-    "fuzz_tomli": ("tomli", True),
+    "fuzz_dnspython": ("dns", True),
     "fuzz_toml": ("toml", True),
     "fuzz_jmespath": ("jmespath", True),
     "fuzz_dateutil": ("dateutil", True),

@@ -51,7 +51,12 @@ LIBFUZZER_FLAGS: dict[str, tuple[Callable[[str], Any], tuple[tuple[str, str], ..
     "timeout": (_positive, (("concolic.options", "exec_timeout_s"), ("fuzz", "exec_timeout_s"))),
     "rss_limit_mb": (_mb, (("concolic.options", "memory_limit_mb"), ("fuzz", "rss_limit_mb"))),
     "dict": (str, (("fuzz", "dict"),)),
+    "max_len": (_mb, (("fuzz", "max_len"),)),
 }
+# What libFuzzer does without flags, where symfence's own default differs: gradual length
+# control (short inputs first: executions several times faster on a text parser than the
+# fixed 4096-byte inputs of fuzz.max_len's default).
+LIBFUZZER_DEFAULTS: dict[tuple[str, str], Any] = {("fuzz", "max_len"): 0}
 
 
 class UsageError(Exception):
@@ -100,6 +105,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
         raise UsageError(f"{harness}: {harness.stem!r} is not a module name")
     tables: dict[str, dict[str, Any]] = {"campaign": {"name": harness.stem,
                                                       "targets": [f"{harness.stem}:TestOneInput"]}}
+    for (section, key), value in LIBFUZZER_DEFAULTS.items():
+        tables.setdefault(section, {})[key] = value
     for name, value in flags.items():
         convert, keys = LIBFUZZER_FLAGS[name]
         try:
