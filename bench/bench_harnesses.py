@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     extra = {"budget_s": args.budget, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "median_ratio": statistics.median(ratios) if ratios else None, "runs": runs}
     text = save("harnesses", headers, rows, extra)
-    (RESULTS / "harnesses.md").write_text(text + f"\n\nmedian hybrid / Atheris added lines: {extra['median_ratio']}\n")
+    median = f"median hybrid / Atheris added lines: {extra['median_ratio']}"
+    (RESULTS / "harnesses.md").write_text(f"{text}\n\n{median}\n")
     print(text)
     print(f"median hybrid / Atheris added lines: {extra['median_ratio']}")
 
@@ -114,9 +115,11 @@ def main(argv: list[str] | None = None) -> None:
 def _replay(spec: str, package: str, run: dict[str, Any], tmp: Path) -> dict[str, Any]:
     listing = tmp / "replay-files.txt"
     listing.write_text("\n".join(str(p) for p in run["files"]))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT_DIR), os.environ.get("PYTHONPATH")) if p)}
+    paths = (str(ROOT_DIR), os.environ.get("PYTHONPATH"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     proc = subprocess.run([sys.executable, "-m", "bench.parser_replay", spec, package, repr(run["start"]),
-                           f"@{listing}"], cwd=ROOT_DIR, env=env, capture_output=True, text=True, timeout=1800)
+                           f"@{listing}"], cwd=ROOT_DIR, env=env, capture_output=True, text=True,
+                          timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"replay of {spec} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

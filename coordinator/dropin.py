@@ -1,4 +1,4 @@
-"""`symfence run fuzz_x.py [CORPUS_DIR...] [-flag=value...]`: an Atheris harness run as a campaign, libFuzzer's way.
+"""`symfence run fuzz_x.py [CORPUS_DIR...] [-flag=value...]`: an Atheris harness run as a campaign.
 
 An OSS-Fuzz user runs ``python fuzz_x.py corpus/ -max_total_time=600``; ``symfence run fuzz_x.py
 corpus/ -max_total_time=600`` runs a default campaign (hybrid, ``campaign.ranks`` ranks) on

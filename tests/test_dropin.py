@@ -1,4 +1,4 @@
-"""`symfence run fuzz_x.py ...`: libFuzzer flags become config keys, others are refused; dictionaries; harness calls."""
+"""`symfence run fuzz_x.py ...`: libFuzzer flags become config keys, others are refused; dictionaries."""
 
 from __future__ import annotations
 
@@ -32,13 +32,15 @@ def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_flags_become_config_keys_and_corpora_the_seeds(harness: Path, tmp_path: Path) -> None:
-    args, config = dropin.prepare(["run", "fuzz/fuzz_x.py", "c1", "c2", "-max_total_time=30", "-timeout=0.5",
-                                   "-rss_limit_mb=512", "-max_len=100", "--ranks", "5", "--no-status"])
+    args, config = dropin.prepare(["run", "fuzz/fuzz_x.py", "c1", "c2", "-max_total_time=30",
+                                   "-timeout=0.5", "-rss_limit_mb=512", "-max_len=100", "--ranks", "5",
+                                   "--no-status"])
     raw = tomllib.loads(config.read_text())
     cfg = parse_config(raw)
     assert cfg["campaign.targets"] == ["fuzz_x:TestOneInput"] and cfg["campaign.executor"] == "hybrid"
     assert cfg["campaign.duration_s"] == 30 and cfg["fuzz.exec_timeout_s"] == 0.5
-    assert cfg["concolic.options"]["exec_timeout_s"] == 0.5 and cfg["concolic.options"]["memory_limit_mb"] == 512
+    options = cfg["concolic.options"]
+    assert options["exec_timeout_s"] == 0.5 and options["memory_limit_mb"] == 512
     assert cfg["fuzz.rss_limit_mb"] == 512 and cfg["fuzz.max_len"] == 100
     assert args.ranks == 5 and args.no_status and Path(args.out) == Path("out/fuzz_x")
     seeds = Path(cfg["campaign.seeds"])

@@ -1,4 +1,4 @@
-"""An unchanged Atheris harness runs under `symfence run fuzz_x.py corpus/ -flags`, and the engine follows its FDP.
+"""An unchanged Atheris harness runs under `symfence run fuzz_x.py corpus/ -flags`; the engine follows FDP.
 
 The harness is written as OSS-Fuzz writes them (``instrument_all``, ``instrument_imports``,
 ``@instrument_func``, the legacy ``enable_python_coverage``, a helper module from its own
@@ -115,7 +115,8 @@ def test_drop_in_command_finds_both_planted_bugs(harness: Path) -> None:
                "-rss_limit_mb=1500", "-dict=words.dict", "--ranks", "3", "--out", "out", "--no-status")
     assert run.returncode == 0, run.stderr[-3000:]
     text = "\n".join(_crashes(out))
-    assert "exact 32-bit integer" in text and "keyword" in text, (run.stdout[-2000:], os.listdir(out / "crashes"))
+    assert "exact 32-bit integer" in text and "keyword" in text, (run.stdout[-2000:],
+                                                                  os.listdir(out / "crashes"))
     assert len(list((out / "seeds").iterdir())) == 2  # both corpus files, the nested one too
     cfg = (out / "harness.toml").read_text()
     assert "duration_s = 15.0" in cfg and "memory_limit_mb = 1500" in cfg and "exec_timeout_s = 2.0" in cfg
@@ -132,8 +133,8 @@ def test_the_fuzz_stage_alone_finds_neither_in_the_budget(harness: Path) -> None
     '''))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(harness / "fuzz")  # where `python fuzz_planted.py` would find it
-    run = subprocess.run([sys.executable, "-m", "symfence", "run", "fuzz.toml", "--out", "out-fuzz", "--no-status"],
-                         cwd=harness, env=env, capture_output=True, text=True, timeout=120,
+    run = subprocess.run([sys.executable, "-m", "symfence", "run", "fuzz.toml", "--out", "out-fuzz",
+                          "--no-status"], cwd=harness, env=env, capture_output=True, text=True, timeout=120,
                          stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "execs" in run.stdout

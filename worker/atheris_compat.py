@@ -1,4 +1,4 @@
-"""Makes the libFuzzer-only calls of Atheris harnesses harmless where symfence runs a target without libFuzzer.
+"""Makes Atheris harnesses' libFuzzer-only calls harmless where symfence runs a target without libFuzzer.
 
 An OSS-Fuzz-style harness calls, at import time, ``atheris.instrument_all()``, enters
 ``atheris.instrument_imports()`` or decorates ``TestOneInput`` with ``@atheris.instrument_func``

@@ -1,4 +1,4 @@
-"""OSS-Fuzz-style Atheris harnesses on pure-Python PyPI packages (the `bench` extra), run unchanged by symfence.
+"""OSS-Fuzz-style Atheris harnesses on pure-Python PyPI packages (the `bench` extra), run unchanged.
 
 Each module is written as OSS-Fuzz's Python harnesses are: ``TestOneInput(data)``, the package
 imported under ``atheris.instrument_imports()``, ``atheris.Setup``/``atheris.Fuzz`` under

@@ -1,4 +1,4 @@
-"""dnspython: a DNS name from text or wire format, or a whole message from wire format (FuzzedDataProvider)."""
+"""dnspython: a DNS name from text or wire format, or a message from wire format (FuzzedDataProvider)."""
 import sys
 
 import atheris

@@ -1,4 +1,4 @@
-"""A pure-Python ``atheris.FuzzedDataProvider`` that gives Atheris' exact values, symbolic where they come from input bytes.
+"""A pure-Python ``atheris.FuzzedDataProvider``: its exact values, symbolic where input bytes decide them.
 
 Instrumented code that imports ``atheris`` gets this class in place of the C one (``models``),
 so an Atheris harness run by the concolic engine splits the input exactly as under libFuzzer
