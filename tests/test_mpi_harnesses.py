@@ -49,6 +49,10 @@ class Planted(Exception):
     pass
 
 
+class PlantedKeyword(Planted):  # another bug: another crash identity (type @ function)
+    pass
+
+
 MASK = 0x5A4C4B535C565F6C
 
 
@@ -64,7 +68,7 @@ def TestOneInput(data):
         word = fdp.ConsumeUnicode(8)
         # the keyword "symfence", checked as a masked 64-bit number
         if word.isascii() and int.from_bytes(word.encode("ascii"), "little") ^ MASK == 0x3F2F25363A3B261F:
-            raise Planted("keyword")
+            raise PlantedKeyword("keyword")
         json.dumps(word)
 
 
@@ -111,7 +115,7 @@ def harness(tmp_path: Path) -> Path:
 
 def test_drop_in_command_finds_both_planted_bugs(harness: Path) -> None:
     out = harness / "out"
-    run = _run(harness, "fuzz/fuzz_planted.py", "corpus", "-max_total_time=15", "-timeout=2",
+    run = _run(harness, "fuzz/fuzz_planted.py", "corpus", "-max_total_time=20", "-timeout=2",
                "-rss_limit_mb=1500", "-dict=words.dict", "--ranks", "3", "--out", "out", "--no-status")
     assert run.returncode == 0, run.stderr[-3000:]
     text = "\n".join(_crashes(out))
@@ -119,7 +123,7 @@ def test_drop_in_command_finds_both_planted_bugs(harness: Path) -> None:
                                                                   os.listdir(out / "crashes"))
     assert len(list((out / "seeds").iterdir())) == 2  # both corpus files, the nested one too
     cfg = (out / "harness.toml").read_text()
-    assert "duration_s = 15.0" in cfg and "memory_limit_mb = 1500" in cfg and "exec_timeout_s = 2.0" in cfg
+    assert "duration_s = 20.0" in cfg and "memory_limit_mb = 1500" in cfg and "exec_timeout_s = 2.0" in cfg
 
 
 def test_the_fuzz_stage_alone_finds_neither_in_the_budget(harness: Path) -> None:
@@ -128,7 +132,7 @@ def test_the_fuzz_stage_alone_finds_neither_in_the_budget(harness: Path) -> None
         targets = ["fuzz_planted:TestOneInput"]
         executor = "fuzz"
         seeds = "corpus"
-        duration_s = 15
+        duration_s = 20
         ranks = 3
     '''))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
