@@ -365,11 +365,21 @@ TRIAGE_COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from symfence.coordinator import dropin
+
+    argv = sys.argv[1:] if argv is None else argv
+    if dropin.is_harness_run(argv):  # `symfence run fuzz_x.py corpus/ -max_total_time=60`
+        try:
+            args, _ = dropin.prepare(argv)
+        except dropin.UsageError as exc:
+            return fail(str(exc))
+        return cmd_run(args)
     p = argparse.ArgumentParser(prog="symfence", description="pipelined MPI coordinator for distributed concolic execution")
     p.add_argument("--version", action="version", version=f"symfence {symfence.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run (or resume) a campaign; launches mpiexec unless already under MPI")
-    run.add_argument("config", help="campaign TOML file, e.g. configs/demo.toml")
+    run.add_argument("config", help="campaign TOML file, e.g. configs/demo.toml; or an Atheris harness"
+                     " fuzz_x.py [CORPUS_DIR...] [-max_total_time=N -dict=FILE -timeout=S -rss_limit_mb=M]")
     run.add_argument("-n", "--ranks", type=int, help="MPI world size (default: campaign.ranks)")
     _run_args(run)
     logs = sub.add_parser("logs", help="tail and filter a campaign's JSON logs")

@@ -227,6 +227,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "max_len": (4096, _int(0)),
         "max_candidates": (1000, _int(1)),  # kept inputs returned per slice
         "dictionary": (True, _bool),  # feed the engine's comparison constants to libFuzzer
+        "dict": ("", _str()),  # a libFuzzer/AFL dictionary file (-dict=FILE) for every target
+        "rss_limit_mb": (2048, _int(0)),  # libFuzzer's -rss_limit_mb in the slices (0 = none)
     },
     "coverage": {  # the real-trace yardstick for every candidate of either stage
         "include": ([], _str_list),  # module names or paths; [] = the target's package + its imports

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from symfence.coordinator.scheduler import Scheduler, WorkItem
@@ -78,12 +79,20 @@ class HybridPlan:
     def from_config(cls, cfg: Any) -> HybridPlan:
         fz = cfg.section("fuzz")
         options = {k: fz[k] for k in ("slice_s", "exec_timeout_s", "max_len", "max_candidates")}
+        if fz["rss_limit_mb"] != 2048:  # (work ids of campaigns without it as before)
+            options["rss_limit_mb"] = fz["rss_limit_mb"]
         options["cov_include"] = ",".join(cfg["coverage.include"])
         depth = cfg["dispatch.depth"]  # "auto": slices are long tasks, for which auto picks 2
         plan = cls(cfg["campaign.executor"], list(cfg["campaign.targets"]), options, fz["share"],
                    depth if type(depth) is int else 2, fz["dictionary"])
         for stage in Stage:
             plan.figures[stage] = StageFigures()
+        if fz["dict"]:  # the user's dictionary: every target's first tokens (checked by preflight)
+            from symfence.coordinator.fuzzdict import read_tokens
+
+            tokens = read_tokens(Path(fz["dict"]))  # from the working directory, as seeds
+            for target in plan.targets:
+                plan.add_tokens(target, tokens)
         return plan
 
     # -- what runs ------------------------------------------------------------------------------

@@ -99,6 +99,18 @@ def targets_digest(cfg: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def check_dictionary(cfg: Config) -> None:
+    """``fuzz.dict``: a readable libFuzzer/AFL dictionary."""
+    if not cfg["fuzz.dict"]:
+        return
+    from symfence.coordinator.fuzzdict import DictionaryError, read_tokens
+
+    try:
+        read_tokens(Path(cfg["fuzz.dict"]))
+    except DictionaryError as exc:
+        raise PreflightError("fuzz.dict", str(exc)) from None
+
+
 def check_targets(cfg: Config, *, timeout_s: float = TARGET_IMPORT_TIMEOUT_S) -> None:
     """Import every target of a Python executor in a fresh process; the first problem is raised."""
     if cfg["campaign.executor"] not in PYTHON_EXECUTORS:
@@ -211,6 +223,7 @@ def preflight(cfg: Config, out: Path, *, resume: bool) -> ResumeChanges:
     Ctrl-C); returns what a resume applies."""
     check_out(out)
     check_seeds(cfg)
+    check_dictionary(cfg)
     changes = check_resume(cfg, out) if resume else ResumeChanges()
     interrupt.check()
     check_targets(cfg)

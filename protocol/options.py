@@ -160,6 +160,7 @@ class FuzzOptions:
     exec_timeout_s: float = 1.0
     max_len: int = 4096  # 0 = libFuzzer's gradual length control (restarts with every slice)
     max_candidates: int = 1000
+    rss_limit_mb: int = 2048  # libFuzzer's -rss_limit_mb (0 = none)
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> FuzzOptions:
@@ -168,7 +169,8 @@ class FuzzOptions:
             if name not in options:
                 continue
             v = options[name]
-            if type(default) is int and (type(v) is not int or v < (0 if name == "max_len" else 1)):
+            low = 0 if name in ("max_len", "rss_limit_mb") else 1
+            if type(default) is int and (type(v) is not int or v < low):
                 raise ValueError(f"option {name} must be a positive int, not {v!r}")
             if type(default) is float and (type(v) not in (int, float) or not v > 0):
                 raise ValueError(f"option {name} must be a positive number, not {v!r}")

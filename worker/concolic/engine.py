@@ -253,6 +253,7 @@ class _Search:
         self.tokens = comparison_constants(rec.conds, rec.sites)
         assert run.variables is not None
         groups = _Groups()
+        loose = _Groups()  # the prefix's tests on the input length alone (see _solve)
         pins = rec.pins
         next_pin = 0
         prefix_hash = hash(("symfence", task.target))
@@ -265,7 +266,9 @@ class _Search:
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
                 next_pin += 1
             path, flipped = (cond, z3.Not(cond)) if taken else (z3.Not(cond), cond)
-            if i >= task.bound or i in rec.ends:  # the input may always grow (memo: once per prefix)
+            # the input may always grow (memo: once per prefix), at the end or under a loop's
+            # length test (``rec.on_length``)
+            if i >= task.bound or i in rec.ends or i in rec.on_length:
                 if len(self.candidates) + len(self.pending) >= opts.max_candidates:
                     self.stats["candidate_cap_hits"] += 1
                     return
@@ -277,13 +280,15 @@ class _Search:
                 if solved_by is not None and solved_by != task.work_id and i not in rec.ends:
                     self.stats["memo_skips"] += 1
                 else:
-                    child = self._solve(groups, flipped, mask, run.variables, key)
+                    child = self._solve(groups, loose, flipped, mask, run.variables, key)
                     if child is not None and child not in produced:
                         produced.add(child)
                         self._replay(child, i, site, not taken, i in rec.ends)
                     elif child is not None:
                         self.stats["duplicates"] += 1
-            if i not in rec.ends:
+            if i in rec.on_length:
+                loose.add(path, mask)
+            elif i not in rec.ends:
                 # An end-of-input branch (``len > n`` false) is negated itself but kept out of
                 # the prefix: later conditions that need a longer input (a slice compared past
                 # the end, the line a scan would read) carry their own length terms.
@@ -306,16 +311,48 @@ class _Search:
         self.stats[str(result)] += 1  # "sat", "unsat" or "unknown"
         return result, model
 
-    def _solve(self, groups: _Groups, flipped: z3.BoolRef, mask: int,
+    def _solve(self, groups: _Groups, loose: _Groups, flipped: z3.BoolRef, mask: int,
                variables: InputVariables, key: tuple[int, int, bool]) -> bytes | None:
-        """A child input taking ``flipped`` after the prefix, or None (unsat/unknown)."""
+        """A child input taking ``flipped`` after the prefix, or None (unsat/unknown).
+
+        The prefix's tests on the input length alone (``loose``: a read loop's ``pos < len``)
+        are kept if that is satisfiable, else dropped (the input may then grow past them)."""
         parent = self.task.data
-        mask, constraints = groups.related(mask)
+        strict_mask, strict = groups.related(mask)
+        loose_mask, relaxed = loose.related(strict_mask)
+        if relaxed:
+            mask, constraints = strict_mask | loose_mask, strict + relaxed
+            result, model, new_length = self._attempt(constraints, flipped, mask, variables)
+            if model is None and result == z3.unsat:
+                self.stats["length_tests_dropped"] += 1
+                mask = strict_mask
+                result, model, new_length = self._attempt(strict, flipped, mask, variables)
+        else:
+            mask = strict_mask
+            result, model, new_length = self._attempt(strict, flipped, mask, variables)
+        if result != z3.unknown:
+            self.memo[key] = self.task.work_id
+        if model is None:
+            return None
+        child = bytearray(parent[:new_length])
+        child.extend(bytes(new_length - len(child)))
+        for index in _mask_indices(mask):
+            if index < new_length:
+                var = (variables.byte_vars[index] if index < len(variables.byte_vars)
+                       else z3.BitVec(f"b{index}", 8))  # a byte past the parent's end
+                value = model[var]
+                if value is not None:
+                    child[index] = value.as_long()
+        return bytes(child)
+
+    def _attempt(self, constraints: list[z3.BoolRef], flipped: z3.BoolRef, mask: int,
+                 variables: InputVariables) -> tuple[z3.CheckSatResult, z3.ModelRef | None, int]:
+        """One solve: result, model and the child's length."""
         solver = z3.SimpleSolver()
         solver.set("timeout", self.options.solver_timeout_ms)
         solver.add(*constraints)
         solver.add(flipped)
-        n = len(parent)
+        n = len(self.task.data)
         new_length = n
         if mask & LENGTH_BIT:
             # Keep the length if possible, else widen |len - n| by powers of 4 (shortest change).
@@ -332,20 +369,7 @@ class _Search:
                     self.stats["length_changes"] += 1
         else:
             result, model = self._check(solver, [])
-        if result != z3.unknown:
-            self.memo[key] = self.task.work_id
-        if model is None:
-            return None
-        child = bytearray(parent[:new_length])
-        child.extend(bytes(new_length - len(child)))
-        for index in _mask_indices(mask):
-            if index < new_length:
-                var = (variables.byte_vars[index] if index < len(variables.byte_vars)
-                       else z3.BitVec(f"b{index}", 8))  # a byte past the parent's end
-                value = model[var]
-                if value is not None:
-                    child[index] = value.as_long()
-        return bytes(child)
+        return result, model, new_length
 
     def _replay(self, child: bytes, index: int, site: int, direction: bool, grows: bool) -> None:
         # A child that grew past an end-of-input branch meets that branch again at the same

@@ -1,7 +1,8 @@
 """Loads a target named "module.path:function" with its package and listed modules rewritten so proxies stay symbolic.
 
 The rewrite is the Python analogue of SymCC's compile-time instrumentation. It applies to the
-target's whole top-level package plus the modules named in the ``instrument`` option (and
+target's whole top-level package (for a target module outside any package, such as an Atheris
+harness ``fuzz_x.py``, the modules in its folder) plus the modules named in the ``instrument`` option (and
 their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
 never to symfence, z3 or the modules the engine models itself. In those modules:
 - calls ``int.from_bytes(...)``, ``int(...)`` and ``type(x)`` go to helpers from
@@ -24,6 +25,7 @@ import ast
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import pkgutil
 import sys
 import types
@@ -184,16 +186,20 @@ class _Loader(importlib.abc.Loader):
 class _Finder(importlib.abc.MetaPathFinder):
     """Finds the modules to rewrite (Python source only) and hands them to ``_Loader``."""
 
-    def __init__(self, wanted: Callable[[str], bool]):
+    def __init__(self, wanted: Callable[[str], bool], folder: str | None = None):
         self.wanted = wanted
+        self.folder = folder  # a loose module's folder: its neighbours are its package
         self.loaded: list[str] = []
         self.rewritten: dict[str, types.ModuleType] = {}  # filled once the load is complete
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if not self.wanted(name):
+        neighbour = self.folder is not None and "." not in name and not never_instrumented(name)
+        if not self.wanted(name) and not neighbour:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        if not self.wanted(name) and os.path.dirname(os.path.abspath(spec.origin)) != self.folder:
             return None
         spec.loader = _Loader(spec.loader, self.rewritten)
         self.loaded.append(name)
@@ -233,12 +239,29 @@ def parse_module_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def loose_module_folder(module_name: str) -> str | None:
+    """The folder of a target that is a module of its own (``fuzz_x.py``, not in a package):
+    the modules beside it (a harness's helpers) are rewritten with it, as a package's are."""
+    if "." in module_name:
+        return None
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.submodule_search_locations is not None or not spec.origin:
+        return None
+    return os.path.dirname(os.path.abspath(spec.origin))
+
+
 def _import_instrumented(module_name: str, extra: tuple[str, ...]) -> tuple[types.ModuleType, list[str]]:
     wanted = instrumented_set(module_name, extra)
     snapshot = dict(sys.modules)
-    finder = _Finder(wanted)
-    for name in list(sys.modules):
-        if wanted(name):
+    folder = loose_module_folder(module_name)
+    finder = _Finder(wanted, folder)
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None)
+        if wanted(name) or (folder and "." not in name and origin and not never_instrumented(name)
+                            and os.path.dirname(os.path.abspath(origin)) == folder):
             del sys.modules[name]
     sys.meta_path.insert(0, finder)
     try:

@@ -8,7 +8,8 @@ dict: an If chain or a z3 array, with the bound as a branch), ``sym_contains`` (
 ``sym_truth`` (a comparison used as a value is decided on the spot, so a real ``bool`` flows
 on), ``sym_isinstance``/``sym_type`` (a SymBool is a bool), and the import hook that hands
 instrumented code ``SymBytesIO`` for ``io.BytesIO``, the ``struct`` model, and counting
-wrappers around the functions of C modules (``c:<module>.<function>``) and ``re``.
+wrappers around the functions of C modules (``c:<module>.<function>``) and ``re``, and
+``atheris`` with the Python ``FuzzedDataProvider`` of ``fdp``.
 """
 
 from __future__ import annotations
@@ -877,12 +878,27 @@ def model_module(name: str) -> types.ModuleType | None:
         for fn in ("match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn"):
             setattr(model, fn, _counting(getattr(_re, fn), f"c:re.{fn}"))
         model.compile = lambda *a, **k: _CountingPattern(_re.compile(*a, **k))  # type: ignore[attr-defined]
+    elif name == "atheris" and module is not None:
+        model = _atheris_model(module)
     elif module is not None and _is_c_module(name, module):
         model = _copy_module(module)
         for attr, value in module.__dict__.items():
             if isinstance(value, types.BuiltinFunctionType) and not attr.startswith("_"):
                 setattr(model, attr, _counting(value, f"c:{name}.{attr}"))
     _models[name] = model
+    return model
+
+
+def _atheris_model(module: types.ModuleType) -> types.ModuleType:
+    """``atheris`` as the engine runs a harness: the Python FuzzedDataProvider (``fdp``), and
+    the libFuzzer-only calls as no-ops (``atheris_compat``)."""
+    from symfence.worker.atheris_compat import NO_OPS
+    from symfence.worker.concolic.fdp import FuzzedDataProvider
+
+    model = _copy_module(module)
+    model.FuzzedDataProvider = FuzzedDataProvider  # type: ignore[attr-defined]
+    for attr, fn in NO_OPS.items():
+        setattr(model, attr, fn)
     return model
 
 

@@ -25,6 +25,14 @@ import importlib, signal, sys, traceback
 spec, timeout = sys.argv[1], float(sys.argv[2])
 data = sys.stdin.buffer.read()
 module_name, _, function_name = spec.partition(":")
+try:  # an Atheris harness's libFuzzer-only calls: no-ops (as worker/atheris_compat.py does)
+    import atheris, contextlib
+except ImportError:
+    pass
+else:
+    atheris.instrument_all = atheris.enable_python_coverage = lambda *a, **k: None
+    atheris.instrument_imports = lambda *a, **k: contextlib.nullcontext()
+    atheris.instrument_func = lambda fn: fn
 try:
     target = getattr(importlib.import_module(module_name), function_name)
 except BaseException:

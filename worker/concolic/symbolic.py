@@ -111,7 +111,7 @@ class Recorder:
 
     __slots__ = (
         "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
-        "pins", "locations", "capped", "concretisations", "implicit", "ends",
+        "pins", "locations", "capped", "concretisations", "implicit", "ends", "on_length",
     )
 
     def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
@@ -128,6 +128,9 @@ class Recorder:
         self.concretisations: Counter[str] = Counter()  # kind -> count
         self.implicit = 0  # branches added by models (scans, bounds, end of input)
         self.ends: set[int] = set()  # indices of end-of-input branches (``len > n``)
+        # indices of branches on the input length alone (``pos >= len(data)`` in a read loop):
+        # negated whatever the bound, as the loop may need a longer input at any iteration
+        self.on_length: set[int] = set()
 
     @property
     def wants_conditions(self) -> bool:
@@ -154,6 +157,8 @@ class Recorder:
         if self.symbolic:
             self.conds.append(proxy.condition())
             self.deps.append(proxy.deps)
+            if proxy.deps == LENGTH_BIT and end_of_input < 0:
+                self.on_length.add(len(self.sites) - 1)
 
     def assume(self, constraint: z3.BoolRef, deps: int) -> None:
         """Add a constraint the path needs (never negated), e.g. a decoded byte stays ASCII."""

@@ -213,7 +213,7 @@ class FuzzExecutor:
         args = [str(run.folder / "new"), str(run.state.corpus), f"-max_total_time={remaining}",
                 f"-timeout={int(2 * opts.exec_timeout_s) + 1}",
                 f"-artifact_prefix={run.folder / 'artifacts'}{os.sep}", "-print_final_stats=1",
-                "-rss_limit_mb=2048"]
+                f"-rss_limit_mb={opts.rss_limit_mb}"]
         if opts.max_len:  # and no gradual length control: its ramp would restart with every slice
             args += [f"-max_len={opts.max_len}", "-len_control=0"]
         if run.state.tokens:

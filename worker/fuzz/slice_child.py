@@ -33,6 +33,7 @@ from typing import Any
 
 import atheris
 
+from symfence.worker import atheris_compat
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Outcome, Phase
@@ -57,6 +58,7 @@ def _signature(exc: BaseException) -> str:
 def fuzz(request: RunTask, events: Events) -> Outcome:
     spec = request.task.options
     module_name, _, attr = request.task.target.partition(":")
+    atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)  # the harness's instrument_all(): done below
     # Everything the target's import brings in is instrumented, symfence and Atheris excepted.
     with atheris.instrument_imports(exclude=["symfence", "atheris"]):
         module = importlib.import_module(module_name)

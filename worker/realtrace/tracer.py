@@ -30,6 +30,7 @@ from coverage.disposition import disposition_init
 from coverage.tracer import CFileDisposition, CTracer
 
 from symfence.protocol.coverage import MAP_SIZE
+from symfence.worker import atheris_compat
 from symfence.worker.engine_api import ExecTimeout, TargetLoadError
 
 _SYMFENCE_DIRS = tuple(
@@ -48,6 +49,7 @@ def load_callable(spec: str) -> tuple[types.ModuleType, Callable[[bytes], Any]]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise TargetLoadError(f"target {spec!r} is not module:function")
+    atheris_compat.plain()  # a harness's instrument_all() & co. are libFuzzer's business
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the target's

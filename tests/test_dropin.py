@@ -1,0 +1,116 @@
+"""`symfence run fuzz_x.py ...`: libFuzzer flags become config keys, others are refused; dictionaries."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from symfence.coordinator import dropin
+from symfence.coordinator.config import parse as parse_config
+from symfence.coordinator.fuzzdict import DictionaryError, read_tokens
+from symfence.coordinator.preflight import PreflightError, check_dictionary
+
+
+@pytest.fixture
+def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    (tmp_path / "fuzz").mkdir()
+    path = tmp_path / "fuzz" / "fuzz_x.py"
+    path.write_text("def TestOneInput(data):\n    pass\n")
+    (tmp_path / "c1" / "deep").mkdir(parents=True)
+    (tmp_path / "c1" / "deep" / "a").write_bytes(b"A")
+    (tmp_path / "c2").mkdir()
+    (tmp_path / "c2" / "b").write_bytes(b"A")  # the same content: one seed
+    (tmp_path / "c2" / "c").write_bytes(b"C")
+    return path
+
+
+def test_flags_become_config_keys_and_corpora_the_seeds(harness: Path, tmp_path: Path) -> None:
+    args, config = dropin.prepare(["run", "fuzz/fuzz_x.py", "c1", "c2", "-max_total_time=30",
+                                   "-timeout=0.5", "-rss_limit_mb=512", "-max_len=100", "--ranks", "5",
+                                   "--no-status"])
+    raw = tomllib.loads(config.read_text())
+    cfg = parse_config(raw)
+    assert cfg["campaign.targets"] == ["fuzz_x:TestOneInput"] and cfg["campaign.executor"] == "hybrid"
+    assert cfg["campaign.duration_s"] == 30 and cfg["fuzz.exec_timeout_s"] == 0.5
+    options = cfg["concolic.options"]
+    assert options["exec_timeout_s"] == 0.5 and options["memory_limit_mb"] == 512
+    assert cfg["fuzz.rss_limit_mb"] == 512 and cfg["fuzz.max_len"] == 100
+    assert args.ranks == 5 and args.no_status and Path(args.out) == Path("out/fuzz_x")
+    seeds = Path(cfg["campaign.seeds"])
+    assert sorted(p.read_bytes() for p in seeds.iterdir()) == [b"A", b"C"]
+    assert str(tmp_path / "fuzz") == __import__("os").environ["PYTHONPATH"].split(":")[0]
+
+
+def test_without_flags_libfuzzer_defaults_and_no_seeds(harness: Path) -> None:
+    _, config = dropin.prepare(["run", "fuzz/fuzz_x.py"])
+    cfg = parse_config(tomllib.loads(config.read_text()))
+    assert cfg["fuzz.max_len"] == 0 and cfg["campaign.seeds"] == ""
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-runs=10"], "-runs: a libFuzzer flag symfence does not take"),
+    (["-max_total_time"], "-max_total_time: needs a value"),
+    (["-timeout=fast"], "-timeout=fast: not a valid value"),
+    (["-timeout=0"], "-timeout=0: not a valid value"),
+    (["nowhere"], "nowhere: not a corpus folder"),
+    (["--bogus"], "--bogus: not an option"),
+])
+def test_bad_command_lines_are_one_line(harness: Path, argv: list[str], message: str) -> None:
+    with pytest.raises(dropin.UsageError) as e:
+        dropin.parse(["run", "fuzz/fuzz_x.py", *argv])
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_the_command_refuses_with_exit_2(harness: Path, tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "symfence", "run", "fuzz/fuzz_x.py", "-jobs=4"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stderr.startswith("symfence: -jobs: a libFuzzer flag")
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_dictionary_files(tmp_path: Path) -> None:
+    good = tmp_path / "good.dict"
+    good.write_text('# comment\n\nkw1="GET"\nkw2@1 = "\\x00\\xffA\\"\\\\"\n"plain"\n')
+    assert read_tokens(good) == [b"GET", b"\x00\xffA\"\\", b"plain"]
+    bad = tmp_path / "bad.dict"
+    bad.write_text('kw="ok"\nnot a token\n')
+    with pytest.raises(DictionaryError, match="line 2"):
+        read_tokens(bad)
+    cfg = parse_config({"campaign": {"targets": ["m:f"]}, "fuzz": {"dict": str(bad)}})
+    with pytest.raises(PreflightError) as e:
+        check_dictionary(cfg)
+    assert e.value.key == "fuzz.dict"
+
+
+def test_libfuzzer_only_calls_are_no_ops_in_a_plain_replay(tmp_path: Path) -> None:
+    """instrument_all() rewrites every loaded function (seconds) and enable_python_coverage is
+    gone from Atheris 3: in symfence's plain replays both are harmless."""
+    from symfence.worker.concolic.replay import Verdict, replay_plain
+
+    (tmp_path / "fuzz_old.py").write_text(textwrap.dedent('''
+        import atheris
+        atheris.enable_python_coverage()
+        atheris.instrument_all()
+
+        @atheris.instrument_func
+        def TestOneInput(data):
+            with atheris.instrument_imports():
+                import json
+            if data == b"boom":
+                raise RuntimeError("boom")
+    '''))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        crashed = replay_plain("fuzz_old:TestOneInput", b"boom", 5.0)
+        fine = replay_plain("fuzz_old:TestOneInput", b"calm", 5.0)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert crashed.verdict is Verdict.CRASHED and "RuntimeError: boom" in crashed.detail
+    assert fine.verdict is Verdict.RAN_FINE
