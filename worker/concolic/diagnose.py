@@ -1,6 +1,6 @@
 """Says where the input left Python when a run recorded no symbolic branch at all.
 
-First guess: the most frequent concretisation kind the run counted (``c.zlib.crc32``,
+First guess: the most frequent concretisation kind the run counted (``c_zlib.crc32``,
 ``bytes.hex``, ...). If it counted none, the input is run once more with a profile hook: the
 first C function called from an instrumented frame that holds a proxy in its locals (e.g.
 ``_json.scanstring``, ``pyexpat.xmlparser.Parse``) is the likely exit.

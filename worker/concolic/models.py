@@ -827,7 +827,7 @@ class _CountingPattern:
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._pattern, name)
         if name in ("match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn"):
-            return _counting(attr, f"c:re.Pattern.{name}")
+            return _counting(attr, f"c_re.Pattern.{name}")
         return attr
 
     def __repr__(self) -> str:
@@ -872,11 +872,11 @@ def model_module(name: str) -> types.ModuleType | None:
         model = _copy_module(module)
         model.unpack, model.unpack_from = unpack, unpack_from  # type: ignore[attr-defined]
         model.iter_unpack, model.Struct = iter_unpack, Struct  # type: ignore[attr-defined]
-        model.pack = _counting(_struct.pack, "c:struct.pack")  # type: ignore[attr-defined]
+        model.pack = _counting(_struct.pack, "c_struct.pack")  # type: ignore[attr-defined]
     elif name == "re" and module is not None:
         model = _copy_module(module)
         for fn in ("match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn"):
-            setattr(model, fn, _counting(getattr(_re, fn), f"c:re.{fn}"))
+            setattr(model, fn, _counting(getattr(_re, fn), f"c_re.{fn}"))
         model.compile = lambda *a, **k: _CountingPattern(_re.compile(*a, **k))  # type: ignore[attr-defined]
     elif name == "atheris" and module is not None:
         model = _atheris_model(module)
@@ -884,7 +884,7 @@ def model_module(name: str) -> types.ModuleType | None:
         model = _copy_module(module)
         for attr, value in module.__dict__.items():
             if isinstance(value, types.BuiltinFunctionType) and not attr.startswith("_"):
-                setattr(model, attr, _counting(value, f"c:{name}.{attr}"))
+                setattr(model, attr, _counting(value, f"c_{name}.{attr}"))
     _models[name] = model
     return model
 
