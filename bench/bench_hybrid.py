@@ -68,7 +68,7 @@ def run_concolic(tmp: Path, budget_s: float, ranks: int,
     found: dict[str, dict[str, Any]] = {}
     for e in events:
         if e["event"] == "finding.crash" and e["target"] not in found:
-            found[e["target"]] = {"found_s": e["found_s"], "exception": e["signature"].split(" @ ")[0]}
+            found[e["target"]] = {"found_s": e["found_s"], "exception": e["identity"].split(" @ ")[0]}
     stats = run.stats()
     return {"found": found, "edges": int(stats["edges_found"]), "execs": int(stats["execs_done"]),
             "execs_per_s": float(stats["execs_per_sec"]),
