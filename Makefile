@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 OSTAMP := $(OMPI)/.installed-stamp
 OUT    ?= out/demo
 
-.PHONY: demo synthetic test bench bench-compare clean afl native
+.PHONY: demo synthetic lint test bench bench-compare clean afl native
 
 # The main venv: MPICH from PyPI.
 $(STAMP): pyproject.toml
@@ -47,7 +47,12 @@ afl:
 native: $(STAMP) afl
 	$(BIN)/python -m examples.native.build
 
-test: $(STAMP) $(OSTAMP) afl
+# ruff over the whole tree, mypy over the packages in pyproject.toml's [tool.mypy] (both configured there).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint $(OSTAMP) afl
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -59,4 +64,4 @@ bench-compare: $(STAMP)
 	$(BIN)/python -m bench.bench_compare $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(OMPI) out bench/results .pytest_cache .hypothesis
+	rm -rf $(VENV) $(OMPI) out bench/results .pytest_cache .hypothesis .mypy_cache .ruff_cache

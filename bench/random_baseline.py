@@ -29,9 +29,9 @@ import random
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from symfence.protocol.coverage import CoverageMap
 from symfence.worker.concolic.execution import ExecTimeout, execute, own_alarm_signal, time_limit

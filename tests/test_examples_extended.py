@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from symfence.coordinator import config as config_mod
 from examples import keyvalue, opcode_vm
+from symfence.coordinator import config as config_mod
 from symfence.protocol.coverage import CoverageMap
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.instrument import load_target

@@ -30,7 +30,8 @@ USER_FILES = {
         "    if len(data) > 3 and data.startswith(MAGIC) and data[3] == 0x21:\n"
         "        raise Found('own protocol module used')\n"
     ),
-    "campaign.toml": '[campaign]\nexecutor = "concolic"\ntargets = ["mytarget:target"]\nduration_s = 60\nranks = 2\n',
+    "campaign.toml": ('[campaign]\nexecutor = "concolic"\ntargets = ["mytarget:target"]\n'
+                      'duration_s = 60\nranks = 2\n'),
 }
 
 
@@ -54,7 +55,8 @@ def check_campaign(folder: Path, r: subprocess.CompletedProcess) -> None:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "symfence imported the user" not in r.stdout + r.stderr
     crashes = [p.name for p in (folder / "out" / "crashes").iterdir()]
-    assert any(",sig:Found-mytarget." in name for name in crashes), crashes  # the target used its own protocol.py
+    # the target used its own protocol.py
+    assert any(",sig:Found-mytarget." in name for name in crashes), crashes
 
 
 SUBPACKAGES = ("protocol", "coordinator", "worker")
@@ -71,11 +73,13 @@ def test_the_checkout_is_one_ordinary_package_that_static_tools_can_follow():
     init = (ROOT / "symfence" / "__init__.py").read_text()
     assert "__path__" not in init.replace("``symfence.__path__``", "")
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
-    code = ("import symfence, symfence.protocol.fence as f, symfence.coordinator.config, symfence.worker.loop;"
-            "print(symfence.__path__, f.__file__)")
-    r = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, env=env, timeout=60)
+    code = ("import symfence, symfence.protocol.fence as f, symfence.coordinator.config\n"
+            "import symfence.worker.loop\n"
+            "print(*symfence.__path__, f.__file__, sep='\\n')")
+    r = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, env=env,
+                       timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [f"['{ROOT / 'symfence'}']", str(ROOT / "symfence" / "protocol" / "fence.py")]
+    assert r.stdout.splitlines() == [str(ROOT / "symfence"), str(ROOT / "symfence" / "protocol" / "fence.py")]
 
 
 def test_user_modules_named_like_symfence_parts_do_not_shadow_it(tmp_path):
@@ -89,7 +93,8 @@ def test_a_built_wheel_holds_only_symfence_and_runs_a_campaign_installed(tmp_pat
     wheels, source = tmp_path / "wheels", tmp_path / "source"
     # Build from a clean copy: setuptools' in-tree build/ folder must not leak stale files.
     shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv*", ".git", "build", "dist", "out", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", "results"))
+        ".venv*", ".git", "build", "dist", "out", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis",
+        "results"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
                             "-w", str(wheels), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
@@ -107,16 +112,19 @@ def test_a_built_wheel_holds_only_symfence_and_runs_a_campaign_installed(tmp_pat
     assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
 
     site = tmp_path / "site"  # the wheel installed on its own: no editable finder, no checkout on the path
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
-                              str(wheel)], capture_output=True, text=True, timeout=300)
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                              str(site), str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-3000:]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(site)}
     code = ("import symfence.protocol.fence as f, symfence.coordinator.cli as c, symfence.worker.loop as w;"
-            "print(f.__file__, c.__file__, w.__file__)")
-    where = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
-    assert where.stdout.split() == [str(site / "symfence" / p) for p in ("protocol/fence.py", "coordinator/cli.py",
-                                    "worker/loop.py")], where.stdout + where.stderr  # the installed copy
-    version = subprocess.run([sys.executable, "-m", "symfence", "--version"], capture_output=True, text=True, env=env)
+            "print(f.__file__, c.__file__, w.__file__, sep='\\n')")
+    where = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                           env=env)
+    installed = [str(site / "symfence" / p)
+                 for p in ("protocol/fence.py", "coordinator/cli.py", "worker/loop.py")]
+    assert where.stdout.splitlines() == installed, where.stdout + where.stderr  # the installed copy
+    version = subprocess.run([sys.executable, "-m", "symfence", "--version"], capture_output=True, text=True,
+                             env=env)
     assert version.stdout.startswith("symfence ")
 
     folder = user_folder(tmp_path)
