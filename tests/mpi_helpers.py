@@ -8,6 +8,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +105,29 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
         raise AssertionError(f"campaign hung (> {timeout_s} s)\n"
                              f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}") from None
     return Run(proc.returncode, stdout, stderr, out)
+
+
+def crash_files(out: Path, name: str) -> list[Path]:
+    """The crash files of a campaign whose name contains ``name`` (none before crashes/ exists)."""
+    folder = out / "crashes"
+    return [p for p in folder.glob("*") if name in p.name] if folder.is_dir() else []
+
+
+def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:
+    """A ``run_campaign`` on_start hook: SIGINT the job (Ctrl-C: drain, summary, exit 0) as soon
+    as a crash file naming any of ``names`` exists, so a test costs seconds, not the budget."""
+
+    def watch(proc: subprocess.Popen) -> None:
+        while proc.poll() is None:
+            if any(crash_files(out, name) for name in names):
+                os.killpg(proc.pid, signal.SIGINT)
+                return
+            time.sleep(0.2)
+
+    def on_start(proc: subprocess.Popen) -> None:
+        threading.Thread(target=watch, args=(proc,), daemon=True).start()
+
+    return on_start
 
 
 def synthetic_cfg(**sections: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from tests.mpi_helpers import ROOT, run_campaign
+from tests.mpi_helpers import ROOT, run_campaign, stop_when_crash
 
 pytestmark = pytest.mark.mpi
 
@@ -28,9 +28,15 @@ def test_demo_is_the_hybrid_executor_on_real_parsers():
 
 
 def test_demo_campaign_finds_a_real_bug(tmp_path):
+    """configs/demo.toml as `make demo` runs it, stopped by Ctrl-C (SIGINT) once the first crash
+    file of an expected bug exists: it costs seconds, not the whole budget."""
     cfg = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())
-    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150)
+    out = tmp_path / "out"
+    bugs = sorted({f"sig:{name}," for names in REAL_BUGS.values() for name in names})
+    run = run_campaign(tmp_path, cfg, ranks=3, out=out, timeout_s=150, on_start=stop_when_crash(out, *bugs))
     assert run.code == 0, run.explain()
+    crash = next(e for e in run.events() if e["event"] == "finding.crash")
+    assert crash["found_s"] <= cfg["campaign"]["duration_s"]  # found within the demo's own budget
     s = run.stats()
     assert int(s["fuzz_execs"]) > 0 and int(s["concolic_execs"]) > 0, s  # both stages ran
     assert int(s["saved_crashes"]) >= 1, run.explain()
