@@ -4,8 +4,8 @@ Everything symfence ships lives under this one import package (``symfence.protoc
 ``symfence.coordinator``, ``symfence.worker``), so a user's own ``protocol.py`` or
 ``worker.py`` beside a target can never shadow it. In the repository the sub-packages are
 the top-level folders, reached from here through the symlinks ``symfence/protocol``,
-``symfence/coordinator`` and ``symfence/worker`` (so every static tool sees one ordinary
-package); the wheel maps the same folders under ``symfence/`` (see pyproject.toml and
+``symfence/coordinator``, ``symfence/worker`` and ``symfence/tools`` (so every static tool sees
+one ordinary package); the wheel maps the same folders under ``symfence/`` (see pyproject.toml and
 docs/design.md, "Processes and code layout").
 """
 

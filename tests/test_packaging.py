@@ -59,13 +59,13 @@ def check_campaign(folder: Path, r: subprocess.CompletedProcess) -> None:
     assert any(",sig:Found-mytarget." in name for name in crashes), crashes
 
 
-SUBPACKAGES = ("protocol", "coordinator", "worker")
+SUBPACKAGES = ("protocol", "coordinator", "worker", "tools")
 
 
 def test_the_checkout_is_one_ordinary_package_that_static_tools_can_follow():
-    """symfence/protocol, symfence/coordinator and symfence/worker are relative symlinks to the
-    top-level folders, and nothing extends ``symfence.__path__`` at import time (a type checker
-    or an IDE reads the files, it does not run them)."""
+    """symfence/protocol, symfence/coordinator, symfence/worker and symfence/tools are relative
+    symlinks to the top-level folders, and nothing extends ``symfence.__path__`` at import time
+    (a type checker or an IDE reads the files, it does not run them)."""
     for name in SUBPACKAGES:
         link = ROOT / "symfence" / name
         assert link.is_symlink() and os.readlink(link) == f"../{name}", link
