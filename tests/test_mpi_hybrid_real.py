@@ -46,7 +46,7 @@ def test_hybrid_finds_the_sealed_bug_that_neither_stage_finds_alone(tmp_path):
     assert hybrid.code == 0, hybrid.stderr[-3000:]
     found = crash_files(hybrid.out, "SealedCommandBug")
     assert found, f"hybrid did not find the sealed bug in {elapsed:.0f} s:\n{hybrid.stdout[-3000:]}"
-    crash = next(e for e in hybrid.events() if e["event"] == "finding.crash" and "SealedCommandBug" in e["signature"])
+    crash = next(e for e in hybrid.events() if e["event"] == "finding.crash" and "SealedCommandBug" in e["identity"])
     assert crash["found_s"] <= BUDGET_S
     from examples.sealed_command import SealedCommandBug, target
 
