@@ -2,7 +2,7 @@
 
 Configurations, each with the same time budget (``--budget``, default 30 s) and repeated
 ``--repeat`` times (default 3, the table shows medians):
-- the concolic campaign over the targets of ``--config`` (default configs/demo.toml; e.g.
+- the concolic campaign over the targets of ``--config`` (default configs/concolic.toml; e.g.
   configs/extended.toml adds targets with many paths) under mpiexec with 1 worker rank
   (``ranks=2``) and 2 worker ranks (``ranks=3``), ``campaign.duration_s`` = budget; a campaign
   whose search runs out of work ends early ("work exhausted"), its wall time is reported;
@@ -16,7 +16,7 @@ comparable: the baselines measure coverage with the engine's own trace-mode exec
 ``edges_from_sites``, i.e. exactly what the campaign's ``edges_found`` counts (union over targets).
 Execs/s differ in kind: a campaign exec is a concrete or a symbolic run of the target (the
 symbolic ones cost ~1 ms with z3), a baseline exec is one concrete traced run.
-Results go to bench/results/hybrid.{md,json} for configs/demo.toml, else hybrid-<config stem>.
+Results go to bench/results/hybrid.{md,json} for configs/concolic.toml, else hybrid-<config stem>.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _short(spec: str) -> str:
     return spec.split(":")[0].rsplit(".", 1)[-1]
 
 
-DEFAULT_CONFIG = Path("configs/demo.toml")
+DEFAULT_CONFIG = Path("configs/concolic.toml")
 
 
 def config_path(name: str | Path) -> Path:
@@ -49,7 +49,7 @@ def config_path(name: str | Path) -> Path:
 
 
 def results_name(config: Path) -> str:
-    """``hybrid`` for the demo config (the default), ``hybrid-<stem>`` for any other."""
+    """``hybrid`` for configs/concolic.toml (the default), ``hybrid-<stem>`` for any other."""
     default = (ROOT / DEFAULT_CONFIG).resolve()
     return "hybrid" if config.resolve() == default else f"hybrid-{config.stem}"
 

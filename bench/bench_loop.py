@@ -1,6 +1,6 @@
-"""The coordinator loop thread's CPU per result, without MPI: the real Coordinator, a fake pump.
+"""The coordinator loop thread's CPU per result, without MPI: the real Campaign, a fake pump.
 
-Feeds the real `Coordinator` (journal on, flushed every 50 ms as the ticker does) one encoded
+Feeds the real `Campaign` (journal on, flushed every 50 ms as the ticker does) one encoded
 RESULT per batch through `_on_batch`, as the pump hands them over at depth 4 with no-op tasks;
 each result answers a WORK the coordinator sent, carrying the synthetic executor's 2-edge trace.
 Only the coordinator's calls are timed, in CPU seconds (`time.process_time`), so the fake
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from symfence.coordinator import log as logsetup
-from symfence.coordinator.campaign import Coordinator
+from symfence.coordinator.campaign import Campaign
 from symfence.coordinator.config import parse
 from symfence.coordinator.journal import Journal
 from symfence.coordinator.outputs import OutputDir
@@ -58,7 +58,7 @@ async def _run(n: int, out: Path, profile: cProfile.Profile | None) -> float:
     handle = logsetup.configure(od.logs / "coordinator.jsonl", verbose=False, rank=0)
     journal = Journal.open(od.root / "journal.sqlite", resume=False, batch_ops=cfg["journal.batch_ops"],
                            batch_ms=cfg["journal.batch_ms"], synchronous=cfg["journal.synchronous"])
-    c = Coordinator(cfg, _Comm(), od, journal)
+    c = Campaign(cfg, _Comm(), od, journal)
     journal.begin_run(c.minter.epoch.hex())
     c.pump = _Pump()
     for r in c.workers:

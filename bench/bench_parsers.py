@@ -1,6 +1,6 @@
 """Real parsers: symfence hybrid vs concolic only vs plain Atheris, lines covered and bugs, side by side.
 
-For every target (the harnesses in examples/parsers/, the demo targets of configs/demo.toml and
+For every target (the harnesses in examples/parsers/, the planted-bug targets of configs/concolic.toml and
 examples/sealed_command.py) and every configuration, one run with the same budget (``--budget``,
 default 60 s) on the same number of processes (``--cores``, default 2), one after the other:
 - ``hybrid``: a symfence campaign of configs/hybrid.toml on the one target, ``--cores`` worker ranks;
@@ -40,7 +40,7 @@ CONFIGS = ("hybrid", "concolic", "atheris")
 def default_targets() -> list[str]:
     from examples.parsers import HARNESSES
 
-    demo = tomllib.loads((ROOT_DIR / "configs" / "demo.toml").read_text())["campaign"]["targets"]
+    demo = tomllib.loads((ROOT_DIR / "configs" / "concolic.toml").read_text())["campaign"]["targets"]
     return [*HARNESSES, *demo, "examples.sealed_command:target"]
 
 

@@ -29,9 +29,9 @@ import random
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from symfence.protocol.coverage import CoverageMap
 from symfence.worker.concolic.execution import ExecTimeout, execute, own_alarm_signal, time_limit
@@ -44,7 +44,7 @@ MAX_LEN = 256
 SPLICE_P = 1 / 8
 HAVOC_STACK_POW2 = 4  # 1..16 stacked mutations (AFL: 2..128; Python mutation is costly)
 SLICE_S = 0.02
-MAX_BRANCHES = 2000  # same as configs/demo.toml
+MAX_BRANCHES = 2000  # same as configs/concolic.toml
 
 INTERESTING_8 = (-128, -1, 0, 1, 16, 32, 64, 100, 127)
 INTERESTING_16 = (*INTERESTING_8, -32768, -129, 128, 255, 256, 512, 1000, 1024, 4096, 32767)
@@ -313,8 +313,8 @@ def run_baseline(targets: list[str], budget_s: float, *, guided: bool, seed: int
 
 
 def demo_targets() -> list[str]:
-    """The targets of configs/demo.toml."""
-    return tomllib.loads((ROOT / "configs" / "demo.toml").read_text())["campaign"]["targets"]
+    """The targets of configs/concolic.toml."""
+    return tomllib.loads((ROOT / "configs" / "concolic.toml").read_text())["campaign"]["targets"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mode", choices=("blind", "guided", "both"), default="both")
     p.add_argument("--plain", action="store_true", help="blind only: uninstrumented target, no coverage")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--targets", nargs="+", default=None, help="module:function (default: demo.toml)")
+    p.add_argument("--targets", nargs="+", default=None, help="module:function (default: concolic.toml)")
     p.add_argument("--json", action="store_true", help="print the full results as JSON")
     args = p.parse_args(argv)
     own_alarm_signal()  # this process uses SIGALRM for nothing else

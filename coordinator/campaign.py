@@ -96,7 +96,7 @@ def load_seeds(cfg: Config) -> list[bytes]:
     return [b"\x00"]
 
 
-class Coordinator:
+class Campaign:
     def __init__(
         self,
         cfg: Config,
@@ -1060,7 +1060,7 @@ class Coordinator:
         elif ctl.kind is ControlKind.HEARTBEAT:
             if source in self.lost and source not in self.failed and not self._stop.is_set():
                 self._readmit(source, ctl.tokens)
-            self._reconcile(source, set(ctl.tokens), ctl.info.get("work_received", 0))
+            self._repair_from_heartbeat(source, set(ctl.tokens), ctl.info.get("work_received", 0))
             rss = ctl.info.get("rss_mb")
             if type(rss) is int:
                 self.worker_rss_mb[source] = rss
@@ -1093,7 +1093,7 @@ class Coordinator:
         log.warning("worker.returned", worker=rank, cancelled=len(stale))
         self._fill()
 
-    def _reconcile(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
+    def _repair_from_heartbeat(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
         """Revoke tokens the worker should hold (their WORK arrived) but does not: lost messages."""
         if rank not in self.alive:
             return

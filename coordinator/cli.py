@@ -173,7 +173,7 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     import uvloop
 
     from symfence.coordinator import log as logsetup
-    from symfence.coordinator.campaign import Coordinator
+    from symfence.coordinator.campaign import Campaign
     from symfence.coordinator.failure import ExitCode
     from symfence.coordinator.journal import Journal, JournalError, JournalExistsError, JournalLockedError
     from symfence.coordinator.outputs import OutputDir
@@ -198,7 +198,7 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
                                     changed=list(changes.changed_keys))
     save_snapshot(cfg, out.root)  # what this run uses; the next --resume compares against it
     status = StatusLine(enabled=not args.no_status, show_quarantine=args.show_quarantine)
-    coordinator = Coordinator(cfg, comm, out, journal, status=status, peers_comm=peers)
+    coordinator = Campaign(cfg, comm, out, journal, status=status, peers_comm=peers)
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
     # The loop's handlers are gone: a Ctrl-C now (the job is closing, e.g. in MPI_Finalize,

@@ -69,7 +69,7 @@ class InFlight:
         self.released: dict[SlotRelease, int] = {why: 0 for why in SlotRelease}
         self.committed = RecentTokens(window)
         self.revoked_tokens = RecentTokens(window)
-        self.banned_ranks: set[Rank] = set()  # filled by coordinator.peers when it bans a rank
+        self.banned_ranks: set[Rank] = set()  # filled by the campaign's _ban (coordinator.peers decides)
 
     # --- FenceView ------------------------------------------------------------------------------
 

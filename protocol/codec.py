@@ -7,6 +7,7 @@ raise anything else, whatever the bytes (property-tested).
 
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import replace
 from typing import Any, Callable, Mapping
@@ -186,7 +187,7 @@ class _Fields:
         return v
 
     def float(self, key: str, *, maximum: float = SECONDS_MAX) -> float:
-        v = self.m.get(key)
+        v: Any = self.m.get(key)
         if type(v) not in (int, float) or not math.isfinite(v) or not 0 <= v <= maximum:
             raise self._bad(key, f"finite number in [0, {maximum:g}]")
         return float(v)
@@ -199,25 +200,25 @@ class _Fields:
             raise RemoteProtocolError(Reason.MALFORMED, f"{self.what}.{key}: not 64 lowercase hex")
         return v
 
-    def bytes(self, key: str, *, limit: int) -> bytes:
+    def bytes(self, key: builtins.str, *, limit: builtins.int) -> bytes:
         v = self.m.get(key)
         if type(v) is not bytes or len(v) > limit:
             raise self._bad(key, f"bytes <= {limit}")
         return v
 
-    def list(self, key: str, *, limit: int) -> list[Any]:
+    def list(self, key: builtins.str, *, limit: builtins.int) -> list[Any]:
         v = self.m.get(key)
         if type(v) is not list or len(v) > limit:
             raise self._bad(key, f"array <= {limit}")
         return v
 
-    def map(self, key: str) -> dict[str, Any]:
+    def map(self, key: builtins.str) -> dict[builtins.str, Any]:
         v = self.m.get(key)
         if type(v) is not dict:
             raise self._bad(key, "map")
         return v
 
-    def enum(self, key: str, enum_type: Callable[[str], Any]) -> Any:
+    def enum(self, key: builtins.str, enum_type: Callable[[builtins.str], Any]) -> Any:
         v = self.str(key)
         try:
             return enum_type(v)
@@ -360,7 +361,7 @@ def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
     """The common case of `_result_body`, in one pass without per-field objects: the same
     checks (tests/test_protocol_fuzz.py holds them equal), None as soon as any fails, so the
     slow path can name the exact fault and its precedence. Never raises."""
-    get = obj.get
+    get: Callable[[str], Any] = obj.get  # wire values, checked by hand
     token, work_id, status = get("token"), get("work_id"), get("status")
     text, blob = limits.max_text_bytes, limits.max_candidate_bytes
     if (get("kind") != "result" or text < 64 or not _hex64(token) or not _hex64(work_id)
@@ -381,7 +382,7 @@ def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
     for raw in raw_candidates:
         if type(raw) is not dict:
             return None
-        c = raw.get
+        c: Callable[[str], Any] = raw.get
         data, sha, ctrace, kind, bound, new_bits, detail = (
             c("data"), c("sha256"), c("trace"), c("kind"), c("bound"), c("new_bits"), c("detail"))
         if (type(data) is not bytes or len(data) > blob or not _hex64(sha)
@@ -424,7 +425,7 @@ def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
     full path names the fault). Never raises."""
     if not _work_valid(obj, limits):
         return None
-    get = obj.get
+    get: Callable[[str], Any] = obj.get  # wire values, checked by hand
     return Work(get("token"), get("work_id"), get("data"), get("sha256"), get("executor"), get("target"),
                 get("bound"), get("options"), float(get("deadline_s")), get("cov_version"), get("cov_delta"),
                 get("attempt"))
@@ -432,7 +433,7 @@ def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
 
 def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
     """Whether `_work_fast` would decode the map (the encoder's check of its own WORK)."""
-    get = obj.get
+    get: Callable[[str], Any] = obj.get  # wire values, checked by hand
     token, work_id, sha, executor, target = get("token"), get("work_id"), get("sha256"), get("executor"), get("target")
     data, delta, options = get("data"), get("cov_delta"), get("options")
     bound, deadline_s, cov_version, attempt = get("bound"), get("deadline_s"), get("cov_version"), get("attempt")

@@ -39,10 +39,6 @@ class Verdict:
     work_id: str | None = None
     owner: Rank | None = None  # owner rank of a misrouted token
 
-    @property
-    def committable(self) -> bool:
-        return self.reason is Reason.CURRENT
-
 
 def classify_result(result: Result, source: Rank, view: FenceView) -> Verdict:
     """Token-level rows of the table, for a result that decoded cleanly."""

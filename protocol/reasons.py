@@ -7,7 +7,8 @@ from typing import Iterator, Mapping
 
 
 class Reason(str, enum.Enum):
-    """Outcome of fencing one RESULT, in precedence order (docs/design.md, "The fence")."""
+    """Outcome of fencing one RESULT. Members are in rendering order, not precedence order:
+    `fence.classify` applies the rules in the order of docs/design.md's table, "The fence"."""
 
     MALFORMED = "malformed"
     INCOMPATIBLE = "incompatible"
@@ -18,7 +19,7 @@ class Reason(str, enum.Enum):
     EXPIRED = "expired"
     UNOWNED = "unowned"
     STALE = "stale"
-    # Added later, so they render last (the table in DESIGN.md / README gives the precedence):
+    # Added later, so they render last (docs/design.md's fence table gives the precedence):
     MISMATCHED = "mismatched"  # current token, but not the work_id dispatched under it
     BANNED = "banned"  # the source rank is banned: the frame is counted, never decoded
 

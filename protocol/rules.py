@@ -18,7 +18,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeGuard
 
 # --- sizes and counts (the configurable ones are `Limits`; [limits] in the config) ----------
 
@@ -93,7 +93,7 @@ def is_count(v: Any, maximum: int = COUNT_MAX) -> bool:
     return type(v) is int and 0 <= v <= maximum
 
 
-def is_seconds(v: Any) -> bool:
+def is_seconds(v: Any) -> TypeGuard[float]:
     return type(v) in (int, float) and math.isfinite(v) and 0 <= v <= SECONDS_MAX
 
 

@@ -8,9 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
@@ -72,7 +75,7 @@ class Run:
 
     def events(self, log: str = "coordinator.jsonl") -> list[dict[str, Any]]:
         path = self.out / "logs" / log
-        return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def worker_events(self) -> list[dict[str, Any]]:
         return [e for p in sorted((self.out / "logs").glob("worker-*.jsonl")) for e in self.events(p.name)]
@@ -86,10 +89,12 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     out = out or tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
-    cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable, "-m", "symfence.coordinator", "--config", str(config),
-           "--out", str(out), *(["--no-status"] if no_status else []), *(extra_args or [])]
+    cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable,
+           "-m", "symfence.coordinator", "--config", str(config), "--out", str(out),
+           *(["--no-status"] if no_status else []), *(extra_args or [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                            start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     if on_start is not None:
         on_start(proc)
     try:
@@ -97,8 +102,32 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        raise AssertionError(f"campaign hung (> {timeout_s} s)\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}")
+        raise AssertionError(f"campaign hung (> {timeout_s} s)\n"
+                             f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}") from None
     return Run(proc.returncode, stdout, stderr, out)
+
+
+def crash_files(out: Path, name: str) -> list[Path]:
+    """The crash files of a campaign whose name contains ``name`` (none before crashes/ exists)."""
+    folder = out / "crashes"
+    return [p for p in folder.glob("*") if name in p.name] if folder.is_dir() else []
+
+
+def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:
+    """A ``run_campaign`` on_start hook: SIGINT the job (Ctrl-C: drain, summary, exit 0) as soon
+    as a crash file naming any of ``names`` exists, so a test costs seconds, not the budget."""
+
+    def watch(proc: subprocess.Popen) -> None:
+        while proc.poll() is None:
+            if any(crash_files(out, name) for name in names):
+                os.killpg(proc.pid, signal.SIGINT)
+                return
+            time.sleep(0.2)
+
+    def on_start(proc: subprocess.Popen) -> None:
+        threading.Thread(target=watch, args=(proc,), daemon=True).start()
+
+    return on_start
 
 
 def synthetic_cfg(**sections: dict[str, Any]) -> dict[str, dict[str, Any]]:

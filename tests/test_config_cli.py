@@ -145,3 +145,11 @@ def test_cli_refuses_existing_campaign_without_resume(tmp_path):
     assert r.returncode == 2 and "--resume" in r.stderr
     r = _symfence("run", str(cfg), "--out", str(tmp_path / "empty"), "--resume")
     assert r.returncode == 2 and "no campaign journal" in r.stderr
+
+
+def test_the_configuration_reference_lists_every_key():
+    """docs/configuration.md's key table names every key of SCHEMA (the faults' probabilities by name)."""
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [f"{s}.{k}" for s, keys in SCHEMA.items() for k in keys
+               if f"`{s}.{k}`" not in doc and not (s == "faults" and f"`{k}`" in doc)]
+    assert not missing, f"add to docs/configuration.md: {missing}"

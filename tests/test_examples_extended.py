@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from symfence.coordinator import config as config_mod
 from examples import keyvalue, opcode_vm
+from symfence.coordinator import config as config_mod
 from symfence.protocol.coverage import CoverageMap
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.instrument import load_target
@@ -115,11 +115,11 @@ def test_planted_bugs_are_distinct_exception_types() -> None:
     assert all(issubclass(t, Exception) and t is not Exception for t in types)
 
 
-def test_extended_config_names_the_demo_and_new_targets() -> None:
+def test_extended_config_names_the_concolic_and_new_targets() -> None:
     cfg = config_mod.load(ROOT / "configs" / "extended.toml")
-    demo = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())["campaign"]["targets"]
+    base = tomllib.loads((ROOT / "configs" / "concolic.toml").read_text())["campaign"]["targets"]
     targets = cfg["campaign.targets"]
-    assert targets[: len(demo)] == demo
+    assert targets[: len(base)] == base
     assert {"examples.keyvalue:target", "examples.opcode_vm:target"} <= set(targets)
     assert cfg["campaign.duration_s"] == 60 and cfg["campaign.ranks"] == 3
     for spec in targets:

@@ -38,7 +38,7 @@ def test_times_since_last_finds_and_one_line_per_target():
 
 @pytest.mark.mpi
 def test_live_view_of_a_real_campaign_on_a_terminal(tmp_path):
-    cfg = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())
+    cfg = tomllib.loads((ROOT / "configs" / "concolic.toml").read_text())
     cfg["campaign"].pop("output")
     cfg["stats"] = {"interval_s": 0.1}
     cfg["workers"] = {"heartbeat_s": 0.1}

@@ -30,7 +30,7 @@ SHELL_ERRORS = re.compile(r"not found|syntax error|division by|bad number|Illega
 
 
 def _cfg(**campaign) -> dict:
-    cfg = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())
+    cfg = tomllib.loads((ROOT / "configs" / "concolic.toml").read_text())
     cfg["campaign"].pop("output")
     cfg["campaign"].update(campaign)
     cfg["stats"] = {"interval_s": 0.1}
@@ -65,14 +65,14 @@ def plot_rows(out: Path) -> list[list[str]]:
 
 def check_whatsup_matches(text: str, stats: dict[str, str]) -> None:
     """The -d view of an ended campaign against its final fuzzer_stats."""
-    assert f">>> demo (0 days, 0 hrs) fuzzer PID: {stats['fuzzer_pid']} <<<" in text
+    assert f">>> concolic (0 days, 0 hrs) fuzzer PID: {stats['fuzzer_pid']} <<<" in text
     crashes = int(stats["saved_crashes"])
     assert crashes > 0 and f"crashes saved {crashes} (!)" in text
     assert f"coverage {stats['bitmap_cvg']}" in text
     assert f"items {stats['cur_item']}/{stats['corpus_count']}" in text
     assert f"pending 0/{stats['pending_total']}" in text  # pending_favs is 0: symfence marks no favourites
     assert f"cycles {int(stats['cycles_done']) + 1}," in text
-    assert "last_hang       : none seen yet" in text  # no hangs in the demo targets
+    assert "last_hang       : none seen yet" in text  # no hangs in the three planted-bug targets
     assert f"Crashes saved : {crashes}" in text
 
 

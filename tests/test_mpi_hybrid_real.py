@@ -10,16 +10,11 @@ budget without it.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.mpi_helpers import MPIEXEC, run_campaign
+from tests.mpi_helpers import MPIEXEC, crash_files, run_campaign, stop_when_crash
 
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found")]
 
@@ -37,27 +32,6 @@ def _cfg(target: str, executor: str, duration_s: float) -> dict:
     }
 
 
-def _crashes(out: Path, name: str) -> list[Path]:
-    folder = out / "crashes"
-    return [p for p in folder.glob("*") if name in p.name] if folder.is_dir() else []
-
-
-def _stop_when_crash(out: Path, name: str):
-    """An on_start hook: SIGINT the job (Ctrl-C) once a crash file naming ``name`` exists."""
-
-    def watch(proc: subprocess.Popen) -> None:
-        while proc.poll() is None:
-            if _crashes(out, name):
-                os.killpg(proc.pid, signal.SIGINT)
-                return
-            time.sleep(0.2)
-
-    def on_start(proc: subprocess.Popen) -> None:
-        threading.Thread(target=watch, args=(proc,), daemon=True).start()
-
-    return on_start
-
-
 def _finished(run) -> dict:
     return next(e for e in run.events() if e["event"] == "campaign.finished")
 
@@ -67,10 +41,10 @@ def test_hybrid_finds_the_sealed_bug_that_neither_stage_finds_alone(tmp_path):
     (tmp_path / "hybrid").mkdir()
     started = time.monotonic()
     hybrid = run_campaign(tmp_path / "hybrid", _cfg(SEALED, "hybrid", BUDGET_S), ranks=3,
-                          timeout_s=BUDGET_S + 120, on_start=_stop_when_crash(hybrid_out, "SealedCommandBug"))
+                          timeout_s=BUDGET_S + 120, on_start=stop_when_crash(hybrid_out, "SealedCommandBug"))
     elapsed = time.monotonic() - started
     assert hybrid.code == 0, hybrid.stderr[-3000:]
-    found = _crashes(hybrid.out, "SealedCommandBug")
+    found = crash_files(hybrid.out, "SealedCommandBug")
     assert found, f"hybrid did not find the sealed bug in {elapsed:.0f} s:\n{hybrid.stdout[-3000:]}"
     crash = next(e for e in hybrid.events() if e["event"] == "finding.crash" and "SealedCommandBug" in e["identity"])
     assert crash["found_s"] <= BUDGET_S
@@ -83,13 +57,13 @@ def test_hybrid_finds_the_sealed_bug_that_neither_stage_finds_alone(tmp_path):
     concolic = run_campaign(tmp_path / "concolic", _cfg(SEALED, "concolic", BUDGET_S), ranks=3, timeout_s=BUDGET_S + 120)
     assert concolic.code == 0, concolic.stderr[-3000:]
     assert _finished(concolic)["reason"] == "work exhausted"  # nothing left to solve: the seal is opaque
-    assert not _crashes(concolic.out, "SealedCommandBug")
+    assert not crash_files(concolic.out, "SealedCommandBug")
 
     (tmp_path / "fuzz").mkdir()
     fuzz = run_campaign(tmp_path / "fuzz", _cfg(SEALED, "fuzz", BUDGET_S), ranks=3, timeout_s=BUDGET_S + 120)
     assert fuzz.code == 0, fuzz.stderr[-3000:]
     assert _finished(fuzz)["reason"] == "duration reached"
-    assert not _crashes(fuzz.out, "SealedCommandBug")
+    assert not crash_files(fuzz.out, "SealedCommandBug")
     # ... although the mutation stage did get past the seal (its corpus holds a sealed frame).
     from examples.sealed_command import HEADER, sealed
 

@@ -7,8 +7,12 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from symfence.coordinator.journal import Journal
 from tests.mpi_helpers import run_campaign, synthetic_cfg
+
+pytestmark = pytest.mark.mpi
 
 SEEDS = 5000
 

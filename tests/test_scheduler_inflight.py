@@ -109,7 +109,7 @@ def test_the_coordinator_dispatches_nothing_into_a_slot_an_expired_dispatch_hold
     """depth 1: after an expiry the rank gets no new WORK (whose deadline would run while the
     revoked task still occupies the worker) until its late result or a heartbeat frees the slot."""
     mpi4py.rc.initialize = mpi4py.rc.finalize = False  # campaign imports MPI; nothing here uses it
-    from symfence.coordinator.campaign import Coordinator
+    from symfence.coordinator.campaign import Campaign
     from symfence.coordinator.config import parse
     from symfence.coordinator.journal import Journal
     from symfence.coordinator.outputs import OutputDir
@@ -121,7 +121,7 @@ def test_the_coordinator_dispatches_nothing_into_a_slot_an_expired_dispatch_hold
     cfg = parse({"campaign": {"executor": "synthetic"}, "synthetic": {"seeds": 4},
                  "dispatch": {"depth": 1, "deadline_s": 0.25, "max_attempts": 3}})
     journal = Journal.open(tmp_path / "journal.sqlite", resume=False, clock=lambda: now[0])
-    coord = Coordinator(cfg, _Comm(), OutputDir(tmp_path / "out"), journal, clock=lambda: now[0])
+    coord = Campaign(cfg, _Comm(), OutputDir(tmp_path / "out"), journal, clock=lambda: now[0])
     coord.pump = pump = _Pump()
     coord.alive = {1, 2}
     coord._seed()

@@ -32,7 +32,7 @@ from symfence.coordinator.journal.records import (
     NewFinding,
     RecoveryReport,
     RunRecord,
-    WorkItem,
+    WorkLease,
     WorkState,
     WorkView,
 )
@@ -52,6 +52,6 @@ __all__ = [
     "Durability", "Finding", "FindingKind", "FlushBatch", "FlushReceipt", "Journal",
     "JournalDamagedError", "JournalError", "JournalExistsError", "JournalLockedError",
     "JournalNotFoundError", "JournalReadOnlyError", "JournalSnapshot", "Leases", "LeaseError",
-    "Move", "NewEntry", "NewFinding", "RecoveryReport", "RunRecord", "WorkItem", "WorkState",
+    "Move", "NewEntry", "NewFinding", "RecoveryReport", "RunRecord", "WorkLease", "WorkState",
     "WorkView", "lock_holder",
 ]

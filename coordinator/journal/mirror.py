@@ -42,7 +42,7 @@ from symfence.coordinator.journal.records import (
     NewFinding,
     RecoveryReport,
     RunRecord,
-    WorkItem,
+    WorkLease,
     WorkState,
     WorkView,
 )
@@ -213,12 +213,12 @@ class Journal:
     def runs(self) -> tuple[RunRecord, ...]:
         return tuple(self._runs)
 
-    def work_item(self, work_id: str) -> WorkItem | None:
+    def work_item(self, work_id: str) -> WorkLease | None:
         row = self._leases.get(work_id)
         if row is None:
             return None
         token = DispatchToken(row.token) if row.token is not None else None
-        return WorkItem(
+        return WorkLease(
             WorkId(work_id), row.queue_id, row.state, token, row.attempts, row.reason, row.status
         )
 

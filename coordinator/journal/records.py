@@ -1,7 +1,7 @@
 """The journal's records: the frozen values it takes and hands out, and the enums they use.
 
 Nothing here touches SQLite or the mirror: inputs to add (`NewEntry`, `NewFinding`), what the
-journal assigned (`CorpusEntry`, `Finding`), a work item's lease (`WorkItem`), what a commit,
+journal assigned (`CorpusEntry`, `Finding`), a work item's lease (`WorkLease`), what a commit,
 a flush and an open report, and `FlushBatch`, the copy of the mirror one group commit writes.
 """
 
@@ -112,8 +112,8 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class WorkItem:
-    """The lease state of one work item."""
+class WorkLease:
+    """The lease state of one work item (the scheduler's queued item is scheduler.WorkItem)."""
 
     work_id: WorkId
     queue_id: int

@@ -43,7 +43,7 @@ SCHEMA_VERSION = 1
 
 
 class Durability(str, enum.Enum):
-    """`journal.synchronous`: when SQLite syncs the write-ahead log (see README, what survives)."""
+    """`journal.synchronous`: when SQLite syncs the write-ahead log (docs/recovery.md, what survives)."""
 
     NORMAL = "normal"  # a commit survives a process kill; a power loss may lose the last ones
     FULL = "full"  # a commit survives a power loss too (one fsync per group commit)

@@ -50,6 +50,14 @@ def _dict_line(i: int, token: bytes) -> str:
 
 
 _FAULT_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$')
+# symfence's slice child (worker/fuzz/), whose frames are not the target's: judged by where the
+# package is (both spellings: the checkout's symlink and the real folder), not by path substrings.
+_FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz") + os.sep
+_FUZZ_DIRS = (_FUZZ_DIR, os.path.realpath(_FUZZ_DIR) + os.sep)
+
+
+def _in_fuzz_dir(path: str) -> bool:
+    return path.startswith(_FUZZ_DIRS) or os.path.realpath(path).startswith(_FUZZ_DIRS)
 
 
 def native_detail(kind: str, log: str) -> str:
@@ -65,7 +73,7 @@ def native_detail(kind: str, log: str) -> str:
             frames.append(f'  File "{m.group(1)}", line {m.group(2)}, in {m.group(3)}')
         elif frames and not l.strip():
             break
-    frames = [f for f in reversed(frames) if "symfence/worker/fuzz" not in f and "/fuzz/slice_child.py" not in f]
+    frames = [f for f in reversed(frames) if not _in_fuzz_dir(f.split('"')[1])]
     name = {"crash": "NativeCrash", "oom": "OutOfMemory", "leak": "NativeLeak", "timeout": "NativeHang"}.get(kind, "NativeCrash")
     text = "Traceback (most recent call last):\n" + "".join(f + "\n" for f in frames)
     return text + f"{name}: {error}" + (f" ({fatal})" if fatal else "") + "\n"
