@@ -45,7 +45,7 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 
@@ -102,14 +102,14 @@ def test_model_matches_atheris(data: bytes, sequence: list) -> None:
     real = _run(atheris.FuzzedDataProvider(data), sequence)
     model = _run(ModelFDP(data), sequence)
     assert len(real) == len(model)
-    for (rk, rv), (mk, mv) in zip(real, model):
+    for (rk, rv), (mk, mv) in zip(real, model, strict=True):
         assert rk == mk and _same(rv, _plain(mv)), (rk, rv, mv)
     for symbolic in (False, True):
         root, _ = make_input(data, symbolic=symbolic)
         with recording(Recorder(symbolic=symbolic, max_branches=10_000)):
             traced = _run(ModelFDP(root), sequence)
         assert len(traced) == len(real)
-        for (rk, rv), (tk, tv) in zip(real, traced):
+        for (rk, rv), (tk, tv) in zip(real, traced, strict=True):
             assert rk == tk and _same(rv, _plain(tv)), (symbolic, rk, rv, tv)
             if symbolic and tk != "raised":
                 _check_terms(tv, data)
