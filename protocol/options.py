@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 # Integer options that may be 0 (0 = none / no limit); every other int must be >= 1.
-_ZERO_OK = frozenset({"max_candidates", "memory_limit_mb"})
+_ZERO_OK = frozenset({"max_candidates", "memory_limit_mb", "loop_extensions"})
 
 
 class OptionError(ValueError):
@@ -48,6 +48,7 @@ class EngineOptions:
     memory_limit_mb: int = 2048  # address-space limit of the process running the target; 0 = none
     instrument: str = ""  # comma-separated modules rewritten besides the target's package
     confirm_findings: bool = True  # replay crashes/hangs on the plain target in a fresh process
+    loop_extensions: int = 16  # extra symbolic runs per task following a loop that must run longer
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> EngineOptions:
@@ -86,7 +87,9 @@ class EngineOptions:
         # each confirmation is a fresh interpreter (about 1 s on a loaded machine) + one run
         confirmations = ((self.max_candidates + 1) * (self.exec_timeout_s + 5.0)
                          if self.confirm_findings else 0.0)
-        return self.symbolic_timeout_s + self.solver_budget_s + executions + confirmations + 10.0
+        extensions = self.symbolic_timeout_s if self.loop_extensions else 0.0  # all of them together
+        return (self.symbolic_timeout_s + extensions + self.solver_budget_s + executions
+                + confirmations + 10.0)
 
 
 ENGINES = ("tritondse", "symcc")

@@ -36,10 +36,11 @@ from symfence.worker.concolic.dictionary import comparison_constants
 from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
 from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target, parse_module_list
+from symfence.worker.concolic.loops import LoopExtension
 from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
 from symfence.worker.concolic.replay import Verdict, replay_plain
-from symfence.worker.concolic.symbolic import LENGTH_BIT
+from symfence.worker.concolic.symbolic import LENGTH_BIT, Pin, Recorder
 from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
@@ -107,6 +108,43 @@ class _Groups:
         return mask, constraints
 
 
+class _Prefix:
+    """The path constraints of a run before branch ``i`` (``advance(i)``), for ``_solve``.
+
+    ``groups``: the branches and pins by shared variables; ``loose``: the tests on the input
+    length alone (``rec.on_length``), which ``_solve`` may drop. An end-of-input branch (``len
+    > n`` false) is kept out of both: later conditions that need a longer input (a slice
+    compared past the end, the line a scan would read) carry their own length terms."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.groups = _Groups()
+        self.loose = _Groups()
+        self._next_branch = 0
+        self._next_pin = 0
+
+    def advance(self, index: int) -> list[Pin]:
+        """Add everything before branch ``index``; returns the pins added."""
+        rec, pins = self.rec, self.rec.pins
+        added: list[Pin] = []
+        while True:
+            while self._next_pin < len(pins) and pins[self._next_pin].position <= self._next_branch:
+                pin = pins[self._next_pin]
+                self.groups.add(pin.constraint, pin.deps)
+                added.append(pin)
+                self._next_pin += 1
+            if self._next_branch >= index:
+                return added
+            i = self._next_branch
+            cond, mask = rec.conds[i], rec.deps[i]
+            path = cond if rec.taken[i] else z3.Not(cond)
+            if i in rec.on_length:
+                self.loose.add(path, mask)
+            elif i not in rec.ends:
+                self.groups.add(path, mask)
+            self._next_branch += 1
+
+
 def _mask_indices(mask: int) -> list[int]:
     """Byte indices named by a dependency mask (bit j + 1 is byte j)."""
     indices = []
@@ -162,11 +200,14 @@ class _Search:
         self.tokens: tuple[bytes, ...] = ()  # comparison constants (the fuzzer's dictionary)
         self.pending: list[CandidateOut] = []  # crashes and hangs awaiting the plain replay
         self.false_findings: list[tuple[bytes, ExitKind, str]] = []
+        self.loops = LoopExtension(self)  # loops that must run longer than the input lets them
 
-    def _execute(self, data: bytes, *, symbolic: bool) -> Run:
+    def _execute(self, data: bytes, *, symbolic: bool, timeout_s: float | None = None) -> Run:
         opts = self.options
         self.execs += 1
         timeout = opts.symbolic_timeout_s if symbolic else opts.exec_timeout_s
+        if timeout_s is not None:
+            timeout = min(timeout, timeout_s)
         return execute(self.target, data, symbolic=symbolic, timeout_s=timeout,
                        max_branches=opts.max_branches, pin_concretised=opts.pin_concretised)
 
@@ -252,20 +293,12 @@ class _Search:
         rec, opts, task = run.recorder, self.options, self.task
         self.tokens = comparison_constants(rec.conds, rec.sites)
         assert run.variables is not None
-        groups = _Groups()
-        loose = _Groups()  # the prefix's tests on the input length alone (see _solve)
-        pins = rec.pins
-        next_pin = 0
+        prefix = _Prefix(rec)
         prefix_hash = hash(("symfence", task.target))
         produced = {task.data}
-        for i, (site, taken, cond, mask) in enumerate(zip(rec.sites, rec.taken, rec.conds,
-                                                          rec.deps)):
-            while next_pin < len(pins) and pins[next_pin].position <= i:
-                pin = pins[next_pin]
-                groups.add(pin.constraint, pin.deps)
+        for i, (site, taken) in enumerate(zip(rec.sites, rec.taken)):
+            for pin in prefix.advance(i):
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
-                next_pin += 1
-            path, flipped = (cond, z3.Not(cond)) if taken else (z3.Not(cond), cond)
             # the input may always grow (memo: once per prefix), at the end or under a loop's
             # length test (``rec.on_length``)
             if i >= task.bound or i in rec.ends or i in rec.on_length:
@@ -280,19 +313,17 @@ class _Search:
                 if solved_by is not None and solved_by != task.work_id and i not in rec.ends:
                     self.stats["memo_skips"] += 1
                 else:
-                    child = self._solve(groups, loose, flipped, mask, run.variables, key)
+                    child, result = self._solve(prefix, i, run.variables, task.data, key)
                     if child is not None and child not in produced:
                         produced.add(child)
-                        self._replay(child, i, site, not taken, i in rec.ends)
+                        grows = i in rec.ends
+                        replayed = self._replay(child, i, site, not taken, grows)
+                        if i in rec.on_length and len(child) > len(task.data):
+                            self.loops.grow_on(replayed, child, i, site, taken)
                     elif child is not None:
                         self.stats["duplicates"] += 1
-            if i in rec.on_length:
-                loose.add(path, mask)
-            elif i not in rec.ends:
-                # An end-of-input branch (``len > n`` false) is negated itself but kept out of
-                # the prefix: later conditions that need a longer input (a slice compared past
-                # the end, the line a scan would read) carry their own length terms.
-                groups.add(path, mask)
+                    elif result == z3.unsat and self.loops.out_of_reach(rec.conds[i], taken):
+                        self.loops.pursue(run, task.data, i)
             prefix_hash = hash((prefix_hash, site, taken))
 
     def _check(self, solver: z3.Solver, extra: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
@@ -311,29 +342,37 @@ class _Search:
         self.stats[str(result)] += 1  # "sat", "unsat" or "unknown"
         return result, model
 
-    def _solve(self, groups: _Groups, loose: _Groups, flipped: z3.BoolRef, mask: int,
-               variables: InputVariables, key: tuple[int, int, bool]) -> bytes | None:
-        """A child input taking ``flipped`` after the prefix, or None (unsat/unknown).
+    def _solve(self, prefix: _Prefix, index: int, variables: InputVariables, parent: bytes,
+               key: tuple[int, int, bool] | None, min_length: int = 0,
+               ) -> tuple[bytes | None, z3.CheckSatResult]:
+        """A child of ``parent`` taking the other side of branch ``index`` after the prefix
+        (``prefix`` advanced to ``index``), or None (unsat/unknown); and the solver's result.
 
         The prefix's tests on the input length alone (``loose``: a read loop's ``pos < len``)
-        are kept if that is satisfiable, else dropped (the input may then grow past them)."""
-        parent = self.task.data
-        strict_mask, strict = groups.related(mask)
-        loose_mask, relaxed = loose.related(strict_mask)
+        are kept if that is satisfiable, else dropped (the input may then grow past them).
+        ``min_length``: the child is at least that long. ``key``: the memo entry to set."""
+        rec = prefix.rec
+        cond, mask = rec.conds[index], rec.deps[index]
+        flipped = z3.Not(cond) if rec.taken[index] else cond
+        strict_mask, strict = prefix.groups.related(mask)
+        loose_mask, relaxed = prefix.loose.related(strict_mask)
         if relaxed:
             mask, constraints = strict_mask | loose_mask, strict + relaxed
-            result, model, new_length = self._attempt(constraints, flipped, mask, variables)
+            result, model, new_length = self._attempt(constraints, flipped, mask, variables,
+                                                      len(parent), min_length)
             if model is None and result == z3.unsat:
                 self.stats["length_tests_dropped"] += 1
                 mask = strict_mask
-                result, model, new_length = self._attempt(strict, flipped, mask, variables)
+                result, model, new_length = self._attempt(strict, flipped, mask, variables,
+                                                          len(parent), min_length)
         else:
             mask = strict_mask
-            result, model, new_length = self._attempt(strict, flipped, mask, variables)
-        if result != z3.unknown:
+            result, model, new_length = self._attempt(strict, flipped, mask, variables,
+                                                      len(parent), min_length)
+        if result != z3.unknown and key is not None:
             self.memo[key] = self.task.work_id
         if model is None:
-            return None
+            return None, result
         child = bytearray(parent[:new_length])
         child.extend(bytes(new_length - len(child)))
         for index in _mask_indices(mask):
@@ -343,17 +382,20 @@ class _Search:
                 value = model[var]
                 if value is not None:
                     child[index] = value.as_long()
-        return bytes(child)
+        return bytes(child), result
 
     def _attempt(self, constraints: list[z3.BoolRef], flipped: z3.BoolRef, mask: int,
-                 variables: InputVariables) -> tuple[z3.CheckSatResult, z3.ModelRef | None, int]:
-        """One solve: result, model and the child's length."""
+                 variables: InputVariables, n: int, min_length: int,
+                 ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, int]:
+        """One solve for a parent of length ``n``: result, model and the child's length."""
         solver = z3.SimpleSolver()
         solver.set("timeout", self.options.solver_timeout_ms)
         solver.add(*constraints)
         solver.add(flipped)
-        n = len(self.task.data)
         new_length = n
+        if min_length > n:
+            solver.add(variables.length >= min_length)
+            mask |= LENGTH_BIT
         if mask & LENGTH_BIT:
             # Keep the length if possible, else widen |len - n| by powers of 4 (shortest change).
             length, limit, width = variables.length, self.options.max_input_len, 0
@@ -371,7 +413,7 @@ class _Search:
             result, model = self._check(solver, [])
         return result, model, new_length
 
-    def _replay(self, child: bytes, index: int, site: int, direction: bool, grows: bool) -> None:
+    def _replay(self, child: bytes, index: int, site: int, direction: bool, grows: bool) -> Run:
         # A child that grew past an end-of-input branch meets that branch again at the same
         # index (at its new length): its bound leaves it negatable, so the input can keep growing.
         bound = index if grows else index + 1
@@ -385,6 +427,7 @@ class _Search:
                                  detail=run.detail)
         if run.kind is not ExitKind.OK and self.options.confirm_findings:
             self.pending.append(candidate)
-            return
+            return run
         self.candidates.append(candidate)
         self.progress.candidate(candidate)
+        return run

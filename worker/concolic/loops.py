@@ -1,0 +1,165 @@
+"""Loop extension: follows, inside one task, a loop that must run longer than the input lets it.
+
+Some inputs only progress through a loop: a LEB128 varint needs one more continuation bit and
+one more byte per 7 bits of value, a count-prefixed list one more element per count. Their
+intermediate inputs bring no new coverage (the same edges, hit-count buckets saturated by
+other inputs), so a coverage-guided generational search drops them, and the input that finally
+matters is never built. Two triggers, each followed for at most ``loop_extensions`` symbolic
+runs per task, all of them together within ``symbolic_timeout_s``:
+
+- ``pursue``: branch ``i`` cannot be negated, not even without the path prefix (no value of the
+  bytes its condition reads satisfies it, e.g. ``(b0 & 0x7F) == 300000``): those bytes are too
+  few, which the earlier branches on them decided (a loop exit). The latest such branch is
+  negated (the loop runs once more), the input grown while a test on its length stops the run
+  before the branch's site, and the site met again is negated; repeated until it can be
+  negated or the budget ends. Only that final child is reported (``loop_pursuits_found``).
+- ``grow_on``: a child grown past a loop's test on the input length (``pos < len(data)``)
+  stops at the same test again, one iteration later: it is grown again, by 1, 2, 4, ... bytes,
+  until the test lets it through; that child is reported as well (``loop_growths_found``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import z3
+
+from symfence.worker.concolic.execution import Run
+from symfence.worker.concolic.symbolic import LENGTH_BIT
+from symfence.worker.engine_api import ExitKind
+
+if TYPE_CHECKING:
+    from symfence.worker.concolic.engine import _Search
+
+_RELATED_TRIES = 4  # earlier branches on the condition's bytes tried per step
+
+
+class LoopExtension:
+    """The loop-extension budget of one task and the two ways of spending it."""
+
+    def __init__(self, search: _Search) -> None:
+        self.search = search
+        self.runs_left = search.options.loop_extensions
+        self.deadline: float | None = None  # set by the first extension run
+
+    def out_of_reach(self, cond: z3.BoolRef, taken: bool) -> bool:
+        """Whether the other side of a branch is unsatisfiable on its own (one solver query)."""
+        if self.runs_left <= 0:
+            return False
+        solver = z3.SimpleSolver()
+        solver.set("timeout", self.search.options.solver_timeout_ms)
+        solver.add(z3.Not(cond) if taken else cond)
+        result, _ = self.search._check(solver, [])
+        return result == z3.unsat
+
+    def _run(self, data: bytes) -> Run | None:
+        """A symbolic run of ``data`` within the budget, or None when it is spent."""
+        if self.runs_left <= 0:
+            return None
+        now = time.perf_counter()
+        if self.deadline is None:
+            self.deadline = now + self.search.options.symbolic_timeout_s
+        if now >= self.deadline:
+            self.runs_left = 0
+            return None
+        self.runs_left -= 1
+        self.search.stats["loop_extension_runs"] += 1
+        run = self.search._execute(data, symbolic=True, timeout_s=self.deadline - now)
+        return run if run.kind is ExitKind.OK or run.recorder.sites else None
+
+    def _flip(self, run: Run, data: bytes, index: int, min_length: int = 0) -> bytes | None:
+        from symfence.worker.concolic.engine import _Prefix  # the engine imports this module
+
+        assert run.variables is not None
+        prefix = _Prefix(run.recorder)
+        prefix.advance(index)
+        child, _ = self.search._solve(prefix, index, run.variables, data, None, min_length)
+        return child if child != data else None
+
+    def _grow_until(self, run: Run, data: bytes, after: int, site: int | None,
+                    produced: set[bytes]) -> tuple[Run, bytes] | None:
+        """Grow ``data`` while a length test after branch ``after`` stops the run before
+        ``site`` (None: until the grown run no longer stops at the same length test)."""
+        step = 1
+        last_test = None
+        while True:
+            rec = run.recorder
+            if site is not None and any(s == site for s in rec.sites[after + 1:]):
+                return run, data
+            tests = [k for k in range(after + 1, len(rec.sites)) if k in rec.on_length or k in rec.ends]
+            if not tests:
+                return (run, data) if site is None else None
+            test = tests[-1]
+            if site is None and last_test is not None and rec.sites[test] != last_test:
+                return run, data  # through the test that stopped it; a later one is the next task's
+            step = step * 2 if last_test == rec.sites[test] else 1
+            last_test = rec.sites[test]
+            child = self._flip(run, data, test, len(data) + step)
+            if child is None or child in produced:
+                return None
+            produced.add(child)
+            grown = self._run(child)
+            if grown is None:
+                return None
+            run, data = grown, child
+
+    def pursue(self, run: Run, data: bytes, index: int) -> None:
+        """Negate branch ``index`` of ``run`` (out of reach: see the module docstring)."""
+        search = self.search
+        site, want = run.recorder.sites[index], not run.recorder.taken[index]
+        produced = {data}
+        search.stats["loop_pursuits"] += 1
+        while self.runs_left > 0:
+            rec = run.recorder
+            reads = rec.deps[index] & ~LENGTH_BIT
+            child, tries, flipped = None, 0, -1
+            for j in range(index - 1, -1, -1):
+                if j in rec.on_length or j in rec.ends or not rec.deps[j] & reads:
+                    continue
+                child, tries = self._flip(run, data, j), tries + 1
+                if child is not None and child not in produced:
+                    flipped = j
+                    break
+                child = None
+                if tries >= _RELATED_TRIES:
+                    break
+            if child is None:
+                return
+            produced.add(child)
+            next_run = self._run(child)
+            if next_run is None:
+                return
+            reached = self._grow_until(next_run, child, flipped, site, produced)
+            if reached is None:
+                return
+            run, data = reached
+            rec = run.recorder
+            index = next(k for k in range(flipped + 1, len(rec.sites)) if rec.sites[k] == site)
+            if rec.taken[index] == want:
+                found = data
+            else:
+                found = self._flip(run, data, index)
+                if found is None:
+                    continue
+            if found not in produced or found == data:
+                search.stats["loop_pursuits_found"] += 1
+                search._replay(found, index, site, want, False)
+            return
+
+    def grow_on(self, replayed: Run, child: bytes, index: int, site: int, taken: bool) -> None:
+        """A child grown past the length test ``index`` at ``site``: grow it on if it stops there again."""
+        rec = replayed.recorder
+        if not any(s == site and t == taken for s, t in zip(rec.sites[index + 1:], rec.taken[index + 1:])):
+            return
+        run = self._run(child)
+        if run is None:
+            return
+        self.search.stats["loop_growths"] += 1
+        reached = self._grow_until(run, child, index, None, {child})
+        if reached is None or reached[1] == child:
+            return
+        grown_run, grown = reached
+        self.search.stats["loop_growths_found"] += 1
+        last = max(k for k in range(len(grown_run.recorder.sites)) if grown_run.recorder.sites[k] == site)
+        self.search._replay(grown, last, site, not taken, False)
