@@ -313,7 +313,10 @@ class _Search:
                 if solved_by is not None and solved_by != task.work_id and i not in rec.ends:
                     self.stats["memo_skips"] += 1
                 else:
-                    child, result = self._solve(prefix, i, run.variables, task.data, key)
+                    # under the bound a length test is negated only to grow the input (a
+                    # shorter one is what the search at a lower bound already asked for)
+                    longer = len(task.data) + 1 if i < task.bound and i not in rec.ends else 0
+                    child, result = self._solve(prefix, i, run.variables, task.data, key, longer)
                     if child is not None and child not in produced:
                         produced.add(child)
                         grows = i in rec.ends
@@ -399,6 +402,11 @@ class _Search:
         if mask & LENGTH_BIT:
             # Keep the length if possible, else widen |len - n| by powers of 4 (shortest change).
             length, limit, width = variables.length, self.options.max_input_len, 0
+            if min_length > n:  # a required growth: one query on the whole range first
+                width = min_length - n
+                result, model = self._check(solver, [length <= limit])
+                if model is None:
+                    return result, None, n
             while True:
                 low, high = max(0, n - width), min(limit, n + width)
                 result, model = self._check(solver, [length >= low, length <= high])

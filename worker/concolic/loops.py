@@ -80,21 +80,22 @@ class LoopExtension:
     def _grow_until(self, run: Run, data: bytes, after: int, site: int | None,
                     produced: set[bytes]) -> tuple[Run, bytes] | None:
         """Grow ``data`` while a length test after branch ``after`` stops the run before
-        ``site`` (None: until the grown run no longer stops at the same length test)."""
-        step = 1
-        last_test = None
+        ``site``; with ``site`` None, while the same length test stops it again (by 1, 2, 4, ...
+        bytes). The run and input reached, or None."""
+        step, stopped_by = 1, None
         while True:
             rec = run.recorder
-            if site is not None and any(s == site for s in rec.sites[after + 1:]):
+            if site is not None and site in rec.sites[after + 1:]:
                 return run, data
             tests = [k for k in range(after + 1, len(rec.sites)) if k in rec.on_length or k in rec.ends]
             if not tests:
                 return (run, data) if site is None else None
             test = tests[-1]
-            if site is None and last_test is not None and rec.sites[test] != last_test:
-                return run, data  # through the test that stopped it; a later one is the next task's
-            step = step * 2 if last_test == rec.sites[test] else 1
-            last_test = rec.sites[test]
+            if site is None:
+                if stopped_by is not None and (rec.sites[test], rec.taken[test]) != stopped_by:
+                    return run, data  # through the test that stopped it
+                step = step * 2 if stopped_by is not None else 1
+                stopped_by = (rec.sites[test], rec.taken[test])
             child = self._flip(run, data, test, len(data) + step)
             if child is None or child in produced:
                 return None

@@ -1,8 +1,7 @@
-"""A LEB128 varint read in a loop with shifts (NOT found yet: see docs/harnesses.md, "Engine reach").
+"""Two LEB128 varints read in a loop with shifts and compared: the input grows as continuation bits demand.
 
-The input must grow byte by byte as continuation bits demand; the engine grows it and reaches
-the comparisons with multi-byte values, but the second varint needs a continuation bit below the
-generational bound of the input that first matched the first value.
+``length == 300_000`` cannot hold for a one-byte varint: the engine's loop extension
+(``worker/concolic/loops.py``) sets one more continuation bit and grows the input until it can.
 """
 
 from examples.constructs import Found
