@@ -325,12 +325,14 @@ class _Search:
                             self.loops.grow_on(replayed, child, i, site, taken)
                     elif child is not None:
                         self.stats["duplicates"] += 1
-                    elif result == z3.unsat and self.loops.out_of_reach(rec.conds[i], taken):
+                    elif result == z3.unsat and self.loops.out_of_reach(rec, i):
                         self.loops.pursue(run, task.data, i)
             prefix_hash = hash((prefix_hash, site, taken))
 
-    def _check(self, solver: z3.Solver, extra: list[z3.BoolRef]) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
-        """One query (the solver's constraints plus ``extra``): result and model if sat."""
+    def _check(self, solver: z3.Solver, extra: list[z3.BoolRef], counters: str = "",
+               ) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
+        """One query (the solver's constraints plus ``extra``): result and model if sat.
+        Counted as ``<counters>queries`` and ``<counters>sat``/``unsat``/``unknown``."""
         solver.push()
         solver.add(*extra)
         start = time.perf_counter()
@@ -341,8 +343,8 @@ class _Search:
             result, model = z3.unknown, None
         self.solver_s += time.perf_counter() - start
         solver.pop()
-        self.stats["queries"] += 1
-        self.stats[str(result)] += 1  # "sat", "unsat" or "unknown"
+        self.stats[counters + "queries"] += 1
+        self.stats[counters + str(result)] += 1  # "sat", "unsat" or "unknown"
         return result, model
 
     def _solve(self, prefix: _Prefix, index: int, variables: InputVariables, parent: bytes,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import z3
 
 from symfence.worker.concolic.execution import Run
-from symfence.worker.concolic.symbolic import LENGTH_BIT
+from symfence.worker.concolic.symbolic import LENGTH_BIT, Recorder
 from symfence.worker.engine_api import ExitKind
 
 if TYPE_CHECKING:
@@ -43,14 +43,15 @@ class LoopExtension:
         self.runs_left = search.options.loop_extensions
         self.deadline: float | None = None  # set by the first extension run
 
-    def out_of_reach(self, cond: z3.BoolRef, taken: bool) -> bool:
-        """Whether the other side of a branch is unsatisfiable on its own (one solver query)."""
-        if self.runs_left <= 0:
+    def out_of_reach(self, rec: Recorder, index: int) -> bool:
+        """Whether the other side of branch ``index``, a condition on input bytes, is
+        unsatisfiable on its own (one query, counted as ``loop_queries``, ``loop_unsat``, ...)."""
+        if self.runs_left <= 0 or not rec.deps[index] & ~LENGTH_BIT:
             return False
         solver = z3.SimpleSolver()
         solver.set("timeout", self.search.options.solver_timeout_ms)
-        solver.add(z3.Not(cond) if taken else cond)
-        result, _ = self.search._check(solver, [])
+        solver.add(z3.Not(rec.conds[index]) if rec.taken[index] else rec.conds[index])
+        result, _ = self.search._check(solver, [], "loop_")
         return result == z3.unsat
 
     def _run(self, data: bytes) -> Run | None:
