@@ -424,15 +424,20 @@ class _Search:
         return result, model, new_length
 
     def _replay(self, child: bytes, index: int, site: int, direction: bool, grows: bool) -> Run:
+        """Report the child of branch ``index`` (its concrete run), counting a divergence."""
         # A child that grew past an end-of-input branch meets that branch again at the same
         # index (at its new length): its bound leaves it negatable, so the input can keep growing.
-        bound = index if grows else index + 1
-        self.progress.executing(child, bound, False)
-        run = self._execute(child, symbolic=False)
+        run = self._report(child, index if grows else index + 1)
         if grows:
             self.stats["input_growths"] += 1
         elif not run.took(index, site, direction):
             self.stats["divergences"] += 1
+        return run
+
+    def _report(self, child: bytes, bound: int) -> Run:
+        """Run ``child`` concretely and report it with ``bound`` (a crash or hang once confirmed)."""
+        self.progress.executing(child, bound, False)
+        run = self._execute(child, symbolic=False)
         candidate = CandidateOut(data=child, trace=run.trace, kind=run.kind, bound=bound,
                                  detail=run.detail)
         if run.kind is not ExitKind.OK and self.options.confirm_findings:

@@ -10,12 +10,14 @@ runs per task, all of them together within ``symbolic_timeout_s``:
 - ``pursue``: branch ``i`` cannot be negated, not even without the path prefix (no value of the
   bytes its condition reads satisfies it, e.g. ``(b0 & 0x7F) == 300000``): those bytes are too
   few, which the earlier branches on them decided (a loop exit). The latest such branch is
-  negated (the loop runs once more), the input grown while a test on its length stops the run
-  before the branch's site, and the site met again is negated; repeated until it can be
+  negated (the loop runs once more), the input grown while the run ends on a test of its
+  length before the branch's site, and the site met again is negated; repeated until it can be
   negated or the budget ends. Only that final child is reported (``loop_pursuits_found``).
 - ``grow_on``: a child grown past a loop's test on the input length (``pos < len(data)``)
-  stops at the same test again, one iteration later: it is grown again, by 1, 2, 4, ... bytes,
-  until the test lets it through; that child is reported as well (``loop_growths_found``).
+  ends on the same test again, one iteration later (its last branch: nothing else was decided
+  after the input ran out): it is grown again, by 1, 2, 4, ... 128 bytes, until the test lets it
+  through; that child is reported as well (``loop_growths_found``). A loop that reads the
+  input to its end and then goes on does not end on its test, and is not grown.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from symfence.worker.concolic.engine import _Search
 
 _RELATED_TRIES = 4  # earlier branches on the condition's bytes tried per step
+_GROWTHS = 8  # growths in a row past one length test (by 1, 2, ... 128 bytes: 255 in all)
 
 
 class LoopExtension:
@@ -54,8 +57,9 @@ class LoopExtension:
         result, _ = self.search._check(solver, [], "loop_")
         return result == z3.unsat
 
-    def _run(self, data: bytes) -> Run | None:
-        """A symbolic run of ``data`` within the budget, or None when it is spent."""
+    def _run(self, data: bytes, bound: int) -> Run | None:
+        """A symbolic run of ``data`` within the budget, or None when it is spent or the run
+        did not complete (a crash or hang of ``data`` is reported with ``bound``)."""
         if self.runs_left <= 0:
             return None
         now = time.perf_counter()
@@ -67,7 +71,10 @@ class LoopExtension:
         self.runs_left -= 1
         self.search.stats["loop_extension_runs"] += 1
         run = self.search._execute(data, symbolic=True, timeout_s=self.deadline - now)
-        return run if run.kind is ExitKind.OK or run.recorder.sites else None
+        if run.kind is ExitKind.OK:
+            return run
+        self.search._report(data, bound)  # confirmed (or dropped) on its plain replay
+        return None
 
     def _flip(self, run: Run, data: bytes, index: int, min_length: int = 0) -> bytes | None:
         from symfence.worker.concolic.engine import _Prefix  # the engine imports this module
@@ -80,31 +87,32 @@ class LoopExtension:
 
     def _grow_until(self, run: Run, data: bytes, after: int, site: int | None,
                     produced: set[bytes]) -> tuple[Run, bytes] | None:
-        """Grow ``data`` while a length test after branch ``after`` stops the run before
-        ``site``; with ``site`` None, while the same length test stops it again (by 1, 2, 4, ...
-        bytes). The run and input reached, or None."""
+        """Grow ``data`` while the run ends on a test of the input length (its last branch,
+        after branch ``after``): until ``site`` is met, or with ``site`` None until the run no
+        longer ends on the same test (by 1, 2, 4, ... bytes). The run and input, or None."""
         step, stopped_by = 1, None
-        while True:
+        for _ in range(_GROWTHS):
             rec = run.recorder
             if site is not None and site in rec.sites[after + 1:]:
                 return run, data
-            tests = [k for k in range(after + 1, len(rec.sites)) if k in rec.on_length or k in rec.ends]
-            if not tests:
-                return (run, data) if site is None else None
-            test = tests[-1]
-            if site is None:
-                if stopped_by is not None and (rec.sites[test], rec.taken[test]) != stopped_by:
-                    return run, data  # through the test that stopped it
-                step = step * 2 if stopped_by is not None else 1
-                stopped_by = (rec.sites[test], rec.taken[test])
-            child = self._flip(run, data, test, len(data) + step)
+            last = len(rec.sites) - 1
+            stopped = last > after and (last in rec.on_length or last in rec.ends)
+            if site is None and stopped_by is not None and (
+                    not stopped or (rec.sites[last], rec.taken[last]) != stopped_by):
+                return run, data  # through the test that stopped it
+            if not stopped:
+                return None
+            step = step * 2 if stopped_by is not None else 1
+            stopped_by = (rec.sites[last], rec.taken[last])
+            child = self._flip(run, data, last, len(data) + step)
             if child is None or child in produced:
                 return None
             produced.add(child)
-            grown = self._run(child)
+            grown = self._run(child, last)
             if grown is None:
                 return None
             run, data = grown, child
+        return None
 
     def pursue(self, run: Run, data: bytes, index: int) -> None:
         """Negate branch ``index`` of ``run`` (out of reach: see the module docstring)."""
@@ -129,7 +137,7 @@ class LoopExtension:
             if child is None:
                 return
             produced.add(child)
-            next_run = self._run(child)
+            next_run = self._run(child, flipped + 1)
             if next_run is None:
                 return
             reached = self._grow_until(next_run, child, flipped, site, produced)
@@ -144,17 +152,16 @@ class LoopExtension:
                 found = self._flip(run, data, index)
                 if found is None:
                     continue
-            if found not in produced or found == data:
-                search.stats["loop_pursuits_found"] += 1
-                search._replay(found, index, site, want, False)
+            search.stats["loop_pursuits_found"] += 1
+            search._replay(found, index, site, want, False)
             return
 
     def grow_on(self, replayed: Run, child: bytes, index: int, site: int, taken: bool) -> None:
         """A child grown past the length test ``index`` at ``site``: grow it on if it stops there again."""
         rec = replayed.recorder
-        if not any(s == site and t == taken for s, t in zip(rec.sites[index + 1:], rec.taken[index + 1:])):
-            return
-        run = self._run(child)
+        if len(rec.sites) <= index + 1 or (rec.sites[-1], rec.taken[-1]) != (site, taken):
+            return  # it does not end on that test again
+        run = self._run(child, index + 1)
         if run is None:
             return
         self.search.stats["loop_growths"] += 1
