@@ -166,3 +166,24 @@ def test_instrumented_set_is_the_package_plus_listed_modules_never_symfence() ->
     for bad in ("symfence.worker", "z3", "not a module"):
         with pytest.raises(ValueError):
             parse_module_list(bad)
+
+
+def test_loop_extension_is_what_finds_the_varint_and_costs_nothing_on_a_scan(make_target) -> None:
+    target = "examples.constructs.varint_loop:target"
+    found, totals, _ = search(target, {}, max_tasks=60)
+    assert any("Found" in f.detail for f in found)
+    assert totals["loop_pursuits_found"] >= 2  # the first varint, then the second one
+    off, off_totals, tasks = search(target, {"loop_extensions": 0}, max_tasks=60)
+    assert not any("Found" in f.detail for f in off) and off_totals["loop_extension_runs"] == 0
+    # a loop that reads the input to its end and goes on never ends on its length test
+    scan = make_target("""
+        def target(data):
+            i = total = 0
+            while i < len(data):
+                total += data[i]
+                i += 1
+            if total == 1000 and data[0] == 7:
+                raise KeyError("sum")
+    """)
+    _, scan_totals, _ = search(scan, {}, max_tasks=20)
+    assert scan_totals["loop_growths"] == 0 and scan_totals["loop_extension_runs"] == 0

@@ -11,7 +11,8 @@ runs per task, all of them together within ``symbolic_timeout_s``:
   bytes its condition reads satisfies it, e.g. ``(b0 & 0x7F) == 300000``): those bytes are too
   few, which the earlier branches on them decided (a loop exit). The latest such branch is
   negated (the loop runs once more), the input grown while the run ends on a test of its
-  length before the branch's site, and the site met again is negated; repeated until it can be
+  length before the branch's site, and the site met again is negated; repeated while the
+  condition reads more bytes each time (else ``loop_pursuits_stalled``), until it can be
   negated or the budget ends. Only that final child is reported (``loop_pursuits_found``).
 - ``grow_on``: a child grown past a loop's test on the input length (``pos < len(data)``)
   ends on the same test again, one iteration later (its last branch: nothing else was decided
@@ -151,6 +152,9 @@ class LoopExtension:
             else:
                 found = self._flip(run, data, index)
                 if found is None:
+                    if (rec.deps[index] & ~LENGTH_BIT).bit_count() <= reads.bit_count():
+                        search.stats["loop_pursuits_stalled"] += 1
+                        return  # the condition reads no more bytes than before: no progress
                     continue
             search.stats["loop_pursuits_found"] += 1
             search._replay(found, index, site, want, False)
