@@ -147,15 +147,12 @@ class LoopExtension:
             run, data = reached
             rec = run.recorder
             index = next(k for k in range(flipped + 1, len(rec.sites)) if rec.sites[k] == site)
-            if rec.taken[index] == want:
-                found = data
-            else:
-                found = self._flip(run, data, index)
-                if found is None:
-                    if (rec.deps[index] & ~LENGTH_BIT).bit_count() <= reads.bit_count():
-                        search.stats["loop_pursuits_stalled"] += 1
-                        return  # the condition reads no more bytes than before: no progress
-                    continue
+            found = data if rec.taken[index] == want else self._flip(run, data, index)
+            if found is None:
+                if (rec.deps[index] & ~LENGTH_BIT).bit_count() <= reads.bit_count():
+                    search.stats["loop_pursuits_stalled"] += 1
+                    return  # the condition reads no more bytes than before: no progress
+                continue
             search.stats["loop_pursuits_found"] += 1
             search._replay(found, index, site, want, False)
             return
