@@ -15,12 +15,21 @@ again).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from symfence.coordinator.scheduler import Scheduler, WorkItem
+import structlog
+
+from symfence.coordinator.journal import NewFinding
+from symfence.coordinator.outputs import finding_class
+from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
+from symfence.coordinator.verdict import Rejection
+from symfence.protocol.coverage import unpack_trace
 from symfence.protocol.ids import Rank, WorkId, work_id_for
-from symfence.protocol.messages import Status
+from symfence.protocol.messages import Result, Status
+
+log = structlog.get_logger()
 
 CONFIRM_BOUND = 1 << 31  # beyond any branch count: the engine re-executes and negates nothing
 
@@ -51,7 +60,7 @@ class Confirmations:
     def task_for(self, claim: Claim) -> WorkItem:
         wid = work_id_for(self.executor, claim.target, claim.sha256, CONFIRM_BOUND, self.options)
         return WorkItem(wid, claim.data, claim.sha256, claim.target, CONFIRM_BOUND,
-                        avoid=frozenset({claim.source}), confirm=True)
+                        avoid=frozenset({claim.source}), kind=WorkKind.CONFIRMATION)
 
     def add(self, claim: Claim, item: WorkItem) -> None:
         self.pending[item.work_id] = claim
@@ -66,3 +75,79 @@ class Confirmations:
     def stats_items(self) -> dict[str, int]:
         return {"claims_confirmed": self.confirmed, "claims_unconfirmed": self.unconfirmed,
                 "claims_abandoned": self.abandoned, "claims_pending": len(self.pending)}
+
+
+class ClaimsMixin:
+    """The coordinator's claims: file a result's crash/hang claims, save a finding when its re-run agrees
+    (state: claims, triage, peers, journal)."""
+
+    def _claim(self, kind: Status, data: bytes, sha: str, detail: str, item: WorkItem, source: Rank,
+               found_s: float) -> None:
+        """A crash/hang the result claims: saved only once a re-run agrees (confirm.py)."""
+        if kind is Status.CRASH:
+            self.stats.crashes_total += 1
+            ident = self.triage.identity(detail, item.target)  # frameless (native): known after its re-run
+            if ident.has_frames and self.triage.is_known(item.target, ident):
+                self.stats.triage_rejected[Rejection.KNOWN_CRASH.value] += 1
+                return
+        if kind is Status.HANG:
+            self.tmouts += 1
+        if not self.peers.claim(source):
+            self.stats.triage_rejected[Rejection.CLAIMS_BACKLOG.value] += 1
+            return
+        claim = Claim(kind, data, sha, detail, item.target, source, item.work_id, found_s, self.plan.stage_of(item))
+        task = self.claims.task_for(claim)
+        if not self.claims.queue.add(task):  # the same input is already claimed (or re-run)
+            self.peers.claim_done(source)
+            self.stats.triage_rejected[Rejection.DUPLICATE_CLAIM.value] += 1
+            return
+        self.claims.add(claim, task)
+
+    def _confirmed(self, source: Rank, item: WorkItem, result: Result) -> None:
+        """The re-run of a claimed crash/hang came back: save the finding if it agrees."""
+        claim = self.claims.take(item.work_id)
+        if claim is None:
+            return
+        self.peers.claim_done(claim.source)
+        if not self.claims.agrees(claim, result.status):
+            self.claims.unconfirmed += 1
+            log.warning("finding.unconfirmed", kind=claim.kind.value, claimed_by=claim.source, rerun_by=source,
+                        rerun_status=result.status.value, target=claim.target, sha256=claim.sha256[:16])
+            self._garbage(claim.source)
+            return
+        detail = result.error or claim.detail  # the re-running rank's own account
+        ident = None
+        if claim.kind is Status.CRASH:
+            ident = self.triage.identity(detail, claim.target, self._trace_edges(result.trace))
+            if self.triage.is_known(claim.target, ident):
+                self.stats.triage_rejected[Rejection.KNOWN_CRASH.value] += 1
+                return
+            self.triage.remember(claim.target, ident)
+        self.claims.confirmed += 1
+        finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
+                             found_s=claim.found_s, target=claim.target)
+        now = time.time()
+        for f in self.journal.add_findings(claim.parent_work_id, [finding]):
+            self.journal.note_provenance(f.kind.value, f.finding_id, claim.source, source)
+            self.triage.saved(f, ident, claim.stage.value if claim.stage is not None else "")
+            progress, fig = self.targets[claim.target], self.plan.figures[claim.stage]
+            if f.kind.value == "crash":
+                self.afl.crash(now, self.stats.execs)
+                progress.crashes += 1
+                fig.crashes += 1
+            else:
+                self.afl.hang(now)
+                progress.hangs += 1
+                fig.hangs += 1
+            log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id,
+                        target=claim.target,
+                        identity=ident.key if ident is not None else "timeout",
+                        found_s=round(claim.found_s, 2), worker=claim.source, confirmed_by=source)
+
+    @staticmethod
+    def _trace_edges(packed: bytes) -> list[int] | None:
+        """The edges of a packed trace (a frameless crash's identity), None if it has none."""
+        try:
+            return list(unpack_trace(packed)) if packed else None
+        except ValueError:
+            return None

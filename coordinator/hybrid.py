@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
 from symfence.protocol.rules import is_token
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
@@ -163,7 +163,7 @@ class HybridPlan:
         sha = sha256_hex(spec)
         work_id = work_id_for(Stage.FUZZ.value, target, sha, self._seq, self.fuzz_options)
         self._slices[work_id] = _SliceInfo(rank, target, (end, len(tokens)))
-        return WorkItem(work_id, spec, sha, target, self._seq, stage=Stage.FUZZ.value)
+        return WorkItem(work_id, spec, sha, target, self._seq, kind=WorkKind.FUZZ_SLICE)
 
     def slice_options(self, budget_left_s: float | None) -> dict[str, Any]:
         """A slice's options: ``slice_s`` cut to what is left of the campaign's budget (>= 1 s)."""
@@ -201,7 +201,7 @@ class HybridPlan:
         return added
 
     def stage_of(self, item: WorkItem) -> Stage:
-        return Stage.FUZZ if item.stage == Stage.FUZZ.value else self.corpus_stage
+        return Stage.FUZZ if item.kind is WorkKind.FUZZ_SLICE else self.corpus_stage
 
     # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
 

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from symfence.protocol.ids import WorkId
+
+
+class WorkKind(enum.Enum):
+    """What a work item asks a worker to do; each kind has one handler (coordinator/dispatch.py)."""
+
+    CORPUS = "corpus"  # run a corpus entry with the corpus stage's executor (a journal work item)
+    FUZZ_SLICE = "fuzz"  # one transient Atheris slice (coordinator/hybrid.py)
+    CONFIRMATION = "confirm"  # re-run a claimed crash/hang (coordinator/confirm.py)
+    MINIMIZATION = "minimize"  # shrink a saved crash/hang (coordinator/triage.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +32,13 @@ class WorkItem:
     seed: bool = False
     attempts: int = 0
     origin: str = ""  # the stage that found the input ("seed", "concolic", "fuzz", ...)
-    stage: str = ""  # "" = a corpus entry's task; "fuzz" = a transient fuzz slice (coordinator.hybrid)
     avoid: frozenset[int] = frozenset()  # ranks whose dispatch of it expired or was lost
-    confirm: bool = False  # a re-run that confirms a crash/hang claim (coordinator.confirm)
-    minimize: bool = False  # a saved crash/hang to minimize (coordinator.triage)
+    kind: WorkKind = WorkKind.CORPUS
+
+    @property
+    def stage(self) -> str:
+        """The stage executor a transient slice names ("fuzz"); "" for every other kind."""
+        return "fuzz" if self.kind is WorkKind.FUZZ_SLICE else ""
 
     @classmethod
     def from_record(cls, rec: Any) -> WorkItem:
@@ -50,7 +63,7 @@ class Scheduler:
 
     @staticmethod
     def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
-        tier = -1 if item.attempts or item.confirm else (0 if item.seed else (1 if item.origin == "fuzz" else 2))
+        tier = -1 if item.attempts or item.kind is WorkKind.CONFIRMATION else (0 if item.seed else (1 if item.origin == "fuzz" else 2))
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 import structlog
 
 from symfence.coordinator.outputs import OutputDir
-from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.crashid import CrashIdentity, identity_from_detail
 from symfence.protocol.ids import WorkId, sha256_hex, work_id_for
 from symfence.protocol.messages import Result, Status
@@ -107,7 +107,7 @@ class Triage:
         sha = sha256_hex(job.data)
         named = {**self.base_options, "finding": f"{job.kind}-{job.finding_id}"}
         wid = work_id_for(EXECUTOR, job.target, sha, 0, named)
-        return WorkItem(wid, job.data, sha, job.target, 0, minimize=True)
+        return WorkItem(wid, job.data, sha, job.target, 0, kind=WorkKind.MINIMIZATION)
 
     def options_for(self, item: WorkItem) -> dict[str, Any]:
         job = self.jobs[item.work_id]

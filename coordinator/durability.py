@@ -1,0 +1,102 @@
+"""Durability and announcement: journal batches to the writer thread, and what a durable batch allows.
+
+Step 5 of the walk of one result (docs/design.md, "The coordinator"): the journal buffers what
+commits changed; `_flush` hands a batch to the writer thread (writer.py); `_durable` runs when
+it is on disk and announces it: queue files (by the writer), AFL++ export, finding files, their
+counters and `finding.saved` events.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from symfence.coordinator import failpoints
+from symfence.coordinator.hotpath import clock_ns as _ns
+from symfence.coordinator.journal import FlushBatch, FlushReceipt
+from symfence.coordinator.outputs import FindingClass, finding_class
+
+log = structlog.get_logger()
+
+
+class DurabilityMixin:
+    """The coordinator's group commits and their announcement (state: writer, journal, _saved_cov_version)."""
+
+    def _snapshot_state(self) -> None:
+        """Buffer the coverage map (when it changed) and the counters for the next flush."""
+        if self.coverage.version != self._saved_cov_version:
+            self.journal.save_coverage(self.coverage.to_bytes())
+            self._saved_cov_version = self.coverage.version
+        self.journal.save_counters(self._counters())
+
+    def _flush(self) -> None:
+        """Hand what the journal buffered to the writer thread; its effects follow in `_durable`.
+        At most one batch is out: while one is written, the next waits in the journal."""
+        if self.writer is None or self.writer.busy or self.writer.stopped:
+            return
+        t0 = _ns()
+        self._snapshot_state()
+        batch = self.journal.prepare()
+        if batch is not None:
+            self.writer.submit(batch)
+        self.hotpath.flush_ns += _ns() - t0
+
+    async def _writer_idle(self) -> None:
+        while self.writer.busy:
+            await self._wait_change(0.05)
+
+    def _write_failed(self, batch: FlushBatch | None, exc: BaseException) -> None:
+        """The writer thread could not write a batch (kept for the next flush) or a queue file."""
+        if batch is not None:
+            self.journal.finish(batch, ok=False)
+            self.writer.busy = False
+        self._changed.set()
+        self.fail(exc)
+
+    def _durable(self, batch: FlushBatch, receipt: FlushReceipt) -> None:
+        """A batch is durable (writer thread): finish it, then what may follow a commit."""
+        t0 = _ns()
+        self.journal.finish(batch, ok=True)
+        self.writer.busy = False
+        self._changed.set()
+        try:
+            self._announce(receipt)
+        except Exception as exc:  # noqa: BLE001 - a failed write stops the run like any other
+            self.fail(exc)
+        self.hotpath.flush_ns += _ns() - t0
+
+    def _flush_now(self) -> None:
+        """The end of the run: flush on this thread, completely. The queue files still owed are
+        written by `write_owed_files`, after MPI_Finalize (the workers need not wait for them)."""
+        self._snapshot_state()
+        failpoints.hit("flush.before", self.journal.path)
+        durable = self.journal.flush()
+        failpoints.hit("flush.after")
+        if self.writer is not None:
+            self.writer.add_files(durable.entries)
+            if self.writer.files_pending:
+                log.info("outputs.queue_files_owed", files=self.writer.files_pending)
+        else:
+            for e in durable.entries:
+                failpoints.hit("queue", self.out.queue)
+                self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+        self._announce(durable)
+
+    def write_owed_files(self) -> int:
+        """Write the queue files of durable entries that the writer thread had not written yet
+        (after the run; raises OSError like any failed write)."""
+        return self.writer.drain_files() if self.writer is not None else 0
+
+    def _announce(self, durable: FlushReceipt) -> None:
+        """What a durable batch allows: AFL++ export, finding files, their counters and logs."""
+        if self.afl_sync is not None:
+            self.afl_sync.export(durable.entries)
+        for f in durable.findings:
+            key, sig = self.triage.sig_of(f.kind.value, f.finding_id)
+            path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target,
+                                    identity=key, sig=sig)
+            if f.kind.value == "crash":
+                self.stats.crashes += 1
+                self.stats.ooms += finding_class("crash", f.detail) is FindingClass.OOM
+            else:
+                self.stats.hangs += 1
+            log.info("finding.saved", kind=f.kind.value, path=str(path))

@@ -1,0 +1,188 @@
+"""Membership: who the workers are, alive, lost, failed or banned, and what their CONTROL frames change.
+
+HELLO makes a rank alive (it gets SETUP, then answers CHECKED for its host's files, hosts.py); a HEARTBEAT keeps it so and lists what it holds (a
+dispatch it should hold but does not was lost on the way: revoked); silence for
+`workers.lost_after_s` or MPI's failure report loses it (its work is requeued); a rank that
+keeps sending garbage is banned (peers.py). STOP_ACKs count only from ranks sent STOP. Rank 0
+sends its own HEARTBEATs too (`_beat`), so a worker cut off from it ends itself; workers'
+forwarded LOG frames go to hosts.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from symfence.coordinator.inflight import Revocation
+from symfence.protocol.codec import RemoteProtocolError, decode_control, encode
+from symfence.protocol.ids import DispatchToken, Rank
+from symfence.protocol.messages import Control, ControlKind, Tag
+
+log = structlog.get_logger()
+
+
+class MembershipMixin:
+    """The coordinator's view of its workers (state: workers, alive, lost, failed, last_seen, stop_acks, peers)."""
+
+    def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
+        if self.peers.banned(source):
+            self.control_banned += 1
+            return
+        if oversized:
+            self.stats.control_rejected += 1
+            log.warning("control.rejected", worker=source, reason="malformed", detail=f"oversized: {oversized} bytes")
+            self._garbage(source, oversized)
+            return
+        try:
+            ctl = decode_control(frame, self.limits)
+        except RemoteProtocolError as exc:
+            self.stats.control_rejected += 1
+            log.warning("control.rejected", worker=source, reason=exc.reason.value, detail=exc.detail)
+            self._garbage(source, len(frame))
+            return
+        self.last_seen[source] = self.clock()
+        if ctl.kind is ControlKind.HELLO:
+            if source in self.workers and source not in self.alive:
+                self.alive.add(source)
+                self.pump.send(source, Tag.CONTROL, encode(Control(ControlKind.SETUP, info=self._setup_info(source))))
+                self.hosts.hosts[source] = str(ctl.info.get("host", ""))
+                log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
+        elif ctl.kind is ControlKind.HEARTBEAT:
+            if source in self.lost and source not in self.failed and not self._stop.is_set():
+                self._readmit(source, ctl.tokens)
+            self._repair_from_heartbeat(source, set(ctl.tokens), ctl.info.get("work_received", 0))
+            rss = ctl.info.get("rss_mb")
+            if type(rss) is int:
+                self.worker_rss_mb[source] = rss
+        elif ctl.kind is ControlKind.CHECKED and source in self.alive:
+            self.hosts.on_checked(source, ctl.info)
+            self._changed.set()
+        elif ctl.kind is ControlKind.LOG and source in self.workers:
+            self.hosts.on_log(source, ctl.info)
+        elif ctl.kind is ControlKind.STOP_ACK and source in self.stop_sent and source not in self.stop_acks:
+            self.stop_acks[source] = dict(ctl.info)
+            log.info("worker.stopped", worker=source, totals={k: v for k, v in ctl.info.items() if k != "faults"})
+        else:
+            self.stats.control_rejected += 1
+            log.warning("control.unexpected", worker=source, kind=ctl.kind.value,
+                        detail="no STOP was sent to this rank, or it already acknowledged"
+                        if ctl.kind is ControlKind.STOP_ACK else "not a worker's message")
+            self._garbage(source, len(frame))
+
+    def _readmit(self, rank: Rank, held: tuple[DispatchToken, ...]) -> None:
+        """A worker declared lost is talking again (it was hung, not dead): take it back.
+        Everything it still holds was revoked when it was lost, so cancel all of it."""
+        self.lost.discard(rank)
+        self.alive.add(rank)
+        stale = tuple(t for t in held if self.inflight.owner(t) != rank)
+        for t in stale:  # revoked from it while it was lost, still held: a slot until let go
+            self.inflight.hold(t, rank)
+        if stale:
+            self.pump.send(rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, stale)))
+        log.warning("worker.returned", worker=rank, cancelled=len(stale))
+        self._fill()
+
+    def _repair_from_heartbeat(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
+        """Revoke tokens the worker should hold (their WORK arrived) but does not: lost messages."""
+        if rank not in self.alive:
+            return
+        for token in self.inflight.tokens_of(rank):
+            d = self.inflight.get(token)
+            if d.send_index < work_received and token not in held:
+                log.warning("task.lost", worker=rank, token=token[:16], reason="not held by worker")
+                self._revoke(token, Revocation.LOST, notify=False)
+        if self.inflight.release_unheld(rank, held, work_received):
+            self._maybe_free.add(rank)  # it let go of revoked dispatches: their slots are free
+
+    def _setup_info(self, rank: Rank) -> dict[str, Any]:
+        faults = self.cfg.section("faults")
+        return {
+            "rank": rank,
+            "heartbeat_s": self.cfg["workers.heartbeat_s"],
+            "orphan_after_s": self.cfg["workers.orphan_after_s"],
+            "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
+            "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
+            "scratch_dir": self.cfg["workers.scratch_dir"],
+            "epoch": self.minter.epoch.hex()[:16],
+            "files": self.hosts.files,
+            "faults": faults if faults["enabled"] else {},
+            **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
+            "world_size": self.comm.Get_size(),
+        }
+
+    def _absorb_pause(self, now: float) -> None:
+        """After a pause of this process (SIGSTOP, a long GC, a swapped-out VM), the heartbeats
+        and results sent meanwhile are still queued: judge silence and deadlines only once they
+        had the same chance to arrive, by crediting the pause to every worker and dispatch."""
+        last, self._last_tick = self._last_tick, now
+        if last is None:
+            return
+        pause = now - last - 0.05  # beyond the ticker's own period
+        if pause <= self.cfg["workers.lost_after_s"] / 2:
+            return
+        for rank in self.last_seen:
+            self.last_seen[rank] += pause
+        self.inflight.postpone(pause)
+        log.warning("coordinator.paused", paused_s=round(pause, 3))
+
+    def _check_lost(self, now: float) -> None:
+        limit = self.cfg["workers.lost_after_s"]
+        for rank in sorted(self.alive):
+            if now - self.last_seen.get(rank, now) > limit:
+                self._lose_worker(rank, f"no heartbeat for {limit} s")
+
+    def _beat(self, now: float) -> None:
+        """Every heartbeat_s, a HEARTBEAT to each worker that may still run (lost ones too: a
+        frozen worker that wakes finds them queued): a worker hearing nothing for
+        workers.orphan_after_s takes its host to be cut off and ends itself (worker/loop.py)."""
+        if now < self._next_beat:
+            return
+        self._next_beat = now + self.cfg["workers.heartbeat_s"]
+        beat = encode(Control(ControlKind.HEARTBEAT))
+        for rank in sorted((self.alive | (self.lost - self.failed)) - self.stop_sent):
+            self.pump.send(rank, Tag.CONTROL, beat)
+
+    def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
+        if failed:
+            self.failed.add(rank)
+        if rank not in self.alive:
+            return
+        self.alive.discard(rank)
+        self.lost.add(rank)
+        self.inflight.release_rank(rank)
+        tokens = self.inflight.tokens_of(rank)
+        log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
+        for token in tokens:
+            self._revoke(token, Revocation.LOST, notify=False, charge=True)
+        self._fill()
+        if not self.alive:
+            self.all_lost = True
+            self.request_stop("all workers lost")
+
+    def _garbage(self, source: Rank, size: int = 0) -> None:
+        if self.peers.garbage(source, size):
+            self._ban(source, f"kept sending garbage (score over {self.peers.policy.ban_garbage:g})")
+
+    def _ban(self, rank: Rank, why: str, *, flood: bool = False) -> None:
+        """Stop dispatching to and decoding from a rank for good and requeue its work. It gets
+        STOP with the others at the end (a rank that stops early would wait in MPI_Finalize)."""
+        if rank not in self.workers or not self.peers.ban(rank, flood=flood):
+            return
+        self.inflight.banned_ranks.add(rank)
+        tokens = self.inflight.tokens_of(rank)
+        log.error("worker.banned", worker=rank, reason=why, requeued=len(tokens))
+        self.alive.discard(rank)
+        self.lost.discard(rank)
+        self.inflight.release_rank(rank)
+        for token in tokens:
+            self._revoke(token, Revocation.LOST, notify=False)
+        self._fill()
+        if not self.alive:
+            self.request_stop("all workers lost")
+
+    def _on_failed(self, ranks: list[int]) -> None:
+        """MPI (ULFM) reported these ranks dead."""
+        for rank in ranks:
+            self._lose_worker(Rank(rank), "MPI reported the process failed", failed=True)
+        self._changed.set()

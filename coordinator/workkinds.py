@@ -1,0 +1,123 @@
+"""One handler per work kind: what its WORK runs, what its committed result does, what a revocation does.
+
+The table `KINDS` (kind -> handler) is the only place the kinds differ; dispatch.py, commit.py
+and `_revoke` ask it and never test a kind themselves:
+
+| kind | journal lease | runs | a committed result | a revocation |
+|---|---|---|---|---|
+| `CORPUS` | yes | the corpus stage's executor | verdict + commit (map, corpus, journal) | requeued, or failed after `max_attempts` |
+| `FUZZ_SLICE` | no | `fuzz`, its budget cut to what is left | verdict + commit, acknowledges its spec | dropped: the next slice starts afresh |
+| `CONFIRMATION` | no | the corpus stage's executor, plain re-run | the claim is saved or counted unconfirmed | requeued, or the claim is abandoned |
+| `MINIMIZATION` | no | `minimize` over the corpus executor | the smaller input is kept | requeued, or left for the next `--resume` |
+
+Transient kinds are fenced by token like any work but are not journal work items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from symfence.coordinator import triage as triage_mod
+from symfence.coordinator.inflight import Revocation
+from symfence.coordinator.scheduler import WorkItem, WorkKind
+from symfence.protocol.ids import DispatchToken, Rank
+from symfence.protocol.messages import Result
+
+if TYPE_CHECKING:
+    from symfence.coordinator.campaign import Campaign as Coordinator
+
+log = structlog.get_logger()
+
+
+class KindHandler:
+    """The corpus-entry kind; the other kinds override what differs."""
+
+    kind = WorkKind.CORPUS
+    leased = True  # a journal work item: leased at dispatch, committed compare-and-set by token
+
+    def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+        """(executor, options) of the item's WORK."""
+        return c.corpus_executor, c.options
+
+    def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
+                  wall_s: float, now: float) -> int:
+        """Its current result, after the common bookkeeping; returns the sender's penalty points."""
+        return c._commit_entries(source, item, result, execs, wall_s, now)
+
+    def record(self, c: Coordinator, item: WorkItem, result: Result, entries: list) -> Any:
+        """Journal the result and its new entries; None when the journal's own fence refuses it."""
+        return c.journal.commit(item.work_id, result.token, status=result.status, new_entries=entries)
+
+    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+                attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
+        """Its dispatch was revoked (`exhausted`: charged and out of attempts)."""
+        if exhausted:
+            c.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
+            c.stats.work_failed += 1
+            log.error("task.failed", work_id=item.work_id[:16], attempts=attempts, reason=why.value)
+        else:
+            c.journal.requeue(item.work_id, token, why.value, charge=charge)
+            if why is not Revocation.CANCELLED:
+                c.scheduler.requeue(replace(item, attempts=attempts, avoid=avoid))
+
+
+class FuzzSliceKind(KindHandler):
+    kind = WorkKind.FUZZ_SLICE
+    leased = False
+
+    def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+        duration = c.cfg["campaign.duration_s"]  # a slice ends with the budget, not after it
+        return item.stage, c.plan.slice_options(duration - (now - c._t0) if duration else None)
+
+    def record(self, c: Coordinator, item: WorkItem, result: Result, entries: list) -> Any:
+        c.plan.slice_ended(item, committed=True)
+        return c.journal.record_transient(item.work_id, new_entries=entries)
+
+    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+                attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
+        c.plan.slice_ended(item, committed=False)  # not redone: the next slice starts afresh
+
+
+class ConfirmationKind(KindHandler):
+    kind = WorkKind.CONFIRMATION
+    leased = False
+
+    def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
+                  wall_s: float, now: float) -> int:
+        c._confirmed(source, item, result)
+        return 0
+
+    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+                attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
+        if why is Revocation.CANCELLED or exhausted:
+            claim = c.claims.take(item.work_id)
+            if claim is not None:
+                c.claims.abandoned += 1
+                c.peers.claim_done(claim.source)
+        else:
+            c.claims.queue.requeue(replace(item, attempts=attempts, avoid=avoid))
+
+
+class MinimizationKind(KindHandler):
+    kind = WorkKind.MINIMIZATION
+    leased = False
+
+    def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+        return triage_mod.EXECUTOR, c.triage.options_for(item)
+
+    def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
+                  wall_s: float, now: float) -> int:
+        c.triage.done(item, result, source, now - c._t0)
+        return 0
+
+    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+                attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
+        c.triage.revoked(item, attempts=attempts, avoid=avoid, give_up=why is Revocation.CANCELLED or exhausted)
+
+
+KINDS: dict[WorkKind, KindHandler] = {h.kind: h for h in (KindHandler(), FuzzSliceKind(), ConfirmationKind(),
+                                                           MinimizationKind())}
+assert set(KINDS) == set(WorkKind), "every work kind has a handler"
