@@ -35,8 +35,8 @@ class ReportMixin:
         return out
 
     def _snapshot(self) -> Snapshot:
-        st = self.stats
-        st.edges = MAP_SIZE - self.coverage.seen.count(0)
+        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
+        st = self.stats.snapshot()
         elapsed = max(self.clock() - self._t0, 1e-9)
         now = time.time()
 
@@ -45,10 +45,10 @@ class ReportMixin:
 
         targets = tuple(TargetLine(name, p.corpus, p.edges, p.crashes, p.hangs, p.execs, p.errors, since(p.last_find))
                         for name, p in self.targets.by_target.items())
-        reasons = tuple((k, v) for k, v in st.quarantine.snapshot().items() if v)
+        reasons = tuple((k, v) for k, v in st.quarantined.items() if v)
         return Snapshot(
             elapsed, st.execs / elapsed, (st.committed - st.carried_committed) / elapsed, st.edges, st.corpus, len(self.scheduler),
-            st.crashes, st.hangs, len(self.inflight), st.quarantine.total, len(self.alive),
+            st.crashes, st.hangs, len(self.inflight), st.quarantined_total, len(self.alive),
             ooms=st.ooms, task_errors=st.task_errors, since_path_s=since(self.afl.last_find),
             since_crash_s=since(self.afl.last_crash), since_hang_s=since(self.afl.last_hang),
             solver_s=st.solver_s, solver_queries=self.solver_queries, solver_timeouts=self.solver_timeouts,
@@ -62,8 +62,8 @@ class ReportMixin:
     def _write_stats(self) -> None:
         """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
         failpoints.hit("stats", self.out.root / "fuzzer_stats")
-        st = self.stats
-        st.edges = MAP_SIZE - self.coverage.seen.count(0)
+        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
+        st = self.stats.snapshot()
         now = time.time()
         pending, in_flight = len(self.scheduler), len(self.inflight)
         cycles_done = 1 if self.stop_reason == "work exhausted" else 0  # every queued input ran once
@@ -88,9 +88,9 @@ class ReportMixin:
         values = self.afl.plot_values(now=now, execs=st.execs, eps=st.execs / elapsed, cycles_done=cycles_done,
                                       corpus=st.corpus, pending=pending, pending_favs=0, edges=st.edges,
                                       saved_crashes=st.crashes, saved_hangs=st.hangs)
-        values += [st.committed, st.quarantine.total, in_flight, st.task_errors, st.ooms,
+        values += [st.committed, st.quarantined_total, in_flight, st.task_errors, st.ooms,
                    f"{(st.committed - st.carried_committed) / elapsed:.2f}"]
-        values += self.plan.plot_values() + st.engine.plot_values()
+        values += self.plan.plot_values() + list(st.engine_plot)
         self._append_plot(plot_header((*self.plan.plot_columns(), *ENGINE_PLOT_COLUMNS)),
                           ", ".join(str(v) for v in values) + "\n")
         self.targets.append_plot(self.out.root, self.afl.run_time_ms(now) / 1000)
@@ -125,10 +125,10 @@ class ReportMixin:
                 "coordinator_max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
     def summary(self) -> str:
-        st = self.stats
+        st = self.stats.snapshot()
         lines = [
             f"campaign finished: {self.stop_reason}",
-            f"  committed {st.committed}, quarantined {st.quarantine.total}, corpus {st.corpus},"
+            f"  committed {st.committed}, quarantined {st.quarantined_total}, corpus {st.corpus},"
             f" edges {st.edges}, unique crashes {st.crashes}"
             + (f" ({st.ooms} out of memory)" if st.ooms else "") + f", hangs {st.hangs}, execs {st.execs},"
             f" task errors {st.task_errors}",
@@ -138,7 +138,7 @@ class ReportMixin:
             lines.append(f"  {every}; first error: {st.first_error}  (all: symfence logs {self.out.root} --event task.error)")
         lines += [
             "  quarantine counters:",
-            *("    " + l for l in st.quarantine.render().splitlines()),
+            *("    " + l for l in st.quarantine_text.splitlines()),
             "  conservation (docs/design.md, \"Conservation\"):",
         ]
         for text, ok in st.conservation(len(self.inflight)):

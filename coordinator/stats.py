@@ -1,4 +1,9 @@
-"""Campaign statistics kept in one place: counters, conservation equations, fuzzer_stats, plot_data."""
+"""Campaign statistics kept in one place: counters, conservation equations, fuzzer_stats, plot_data.
+
+`Stats` is the mutable record the loop thread counts into; reports never read it directly but a
+frozen `StatsSnapshot` of it (`Stats.snapshot()`), which also owns the conservation equations
+and the `fuzzer_stats` rows.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from symfence.coordinator.engine_report import EngineCounters
 from symfence.protocol.coverage import MAP_SIZE
@@ -58,10 +65,70 @@ class Stats:
     def quarantined(self, reason: Reason) -> None:
         self.quarantine.add(reason)
 
+    def snapshot(self) -> StatsSnapshot:
+        """The statistics now, frozen (mappings read-only, copies of the counters)."""
+        q = self.quarantine
+        return StatsSnapshot(
+            self.started_wall, self.dispatched, self.results_received, self.committed, self.expired,
+            self.cancelled, self.lost, self.voided, self.carried_committed, q.total,
+            MappingProxyType(q.snapshot()), q.render(), tuple(q.stats_items()),
+            MappingProxyType(dict(self.status_counts)), MappingProxyType(dict(self.triage_rejected)),
+            self.execs, self.solver_s, MappingProxyType(dict(self.busy_s)), self.corpus, self.crashes,
+            self.crashes_total, self.ooms, self.hangs, self.edges, self.work_failed, self.control_rejected,
+            self.journal_fence_rejected, tuple(self.engine.items()), tuple(self.engine.plot_values()),
+            self.first_error)
+
+    def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
+        return self.snapshot().conservation(in_flight)
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    """`Stats` at one moment, for reports: nothing here changes, nothing here is shared."""
+
+    started_wall: float
+    dispatched: int
+    results_received: int
+    committed: int
+    expired: int
+    cancelled: int
+    lost: int
+    voided: int
+    carried_committed: int
+    quarantined_total: int
+    quarantined: Mapping[str, int]  # per reason
+    quarantine_text: str  # QuarantineCounters.render()
+    quarantine_rows: tuple[tuple[str, int], ...]  # QuarantineCounters.stats_items()
+    status_counts: Mapping[str, int]
+    triage_rejected: Mapping[str, int]
+    execs: int
+    solver_s: float
+    busy_s: Mapping[int, float]
+    corpus: int
+    crashes: int
+    crashes_total: int
+    ooms: int
+    hangs: int
+    edges: int
+    work_failed: int
+    control_rejected: int
+    journal_fence_rejected: int
+    engine_rows: tuple[tuple[str, object], ...]
+    engine_plot: tuple[object, ...]
+    first_error: str
+
+    @property
+    def task_errors(self) -> int:
+        """Committed results whose task ended in ERROR (the executor could not run it)."""
+        return self.status_counts.get("error", 0)
+
+    def all_tasks_errored(self) -> bool:
+        return self.committed > 0 and self.task_errors == self.committed
+
     # --- conservation (docs/design.md, "Conservation") ----------------------------------------------
 
     def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
-        q = self.quarantine.total
+        q = self.quarantined_total
         revoked = self.expired + self.cancelled + self.lost + self.voided
         return [
             (
@@ -108,13 +175,13 @@ class Stats:
             ("work_failed", self.work_failed),
             ("results_per_sec", round((self.committed - self.carried_committed) / elapsed, 2)),
         ]
-        rows += self.quarantine.stats_items()
+        rows += self.quarantine_rows
         rows += [(f"triage_rejected_{k}", v) for k, v in sorted(self.triage_rejected.items())]
         rows += [(f"status_{k}", v) for k, v in sorted(self.status_counts.items())]
         rows += [("control_rejected", self.control_rejected), ("journal_fence_rejected", self.journal_fence_rejected)]
         for rank in ranks:
             rows.append((f"utilisation_rank_{rank}", round(self.busy_s.get(rank, 0.0) / elapsed, 4)))
-        rows += self.engine.items()
+        rows += self.engine_rows
         rows += list((extra or {}).items())
         return rows
 
