@@ -38,7 +38,7 @@ from symfence.coordinator import triage as triage_mod
 from symfence.coordinator.afl import AflState
 from symfence.coordinator.aflsync import AflSide
 from symfence.coordinator.commit import CommitMixin
-from symfence.coordinator.config import PYTHON_EXECUTORS, executor_options  # noqa: F401 (re-exported)
+from symfence.coordinator.config import executor_options  # noqa: F401 (re-exported)
 from symfence.coordinator.config import Config
 from symfence.coordinator.confirm import ClaimsMixin, Confirmations
 from symfence.coordinator.depth import DepthController, DepthTuning
@@ -117,7 +117,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             if self.depth == "auto" else None
         self._duration_s: float = cfg["campaign.duration_s"]
         self._max_results: int = cfg["campaign.max_results"]
-        self._maybe_free: set[Rank] = set()  # ranks that may have a free slot (hot path: _turn fills only these)
+        self._maybe_free: set[Rank] = set()  # ranks that may have a free slot (_turn fills only these)
         self._elsewhere_fns: dict[Rank, Callable[[WorkItem], bool]] = {}
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
@@ -149,9 +149,11 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         self.peers = Peers(PeerPolicy.from_config(cfg), clock)
         self.claims = Confirmations(self.corpus_executor, self.options)
         budget_s = cfg["triage.minimize_budget_s"]  # within the dispatch deadline
-        self.triage = triage_mod.Triage(out, journal, base_executor=self.corpus_executor, base_options=self.options,
-                                        minimize=cfg["triage.minimize"],
-                                        budget_s=min(budget_s, 0.75 * self.deadline_s) if self.deadline_s else budget_s)
+        if self.deadline_s:
+            budget_s = min(budget_s, 0.75 * self.deadline_s)
+        self.triage = triage_mod.Triage(out, journal, base_executor=self.corpus_executor,
+                                        base_options=self.options, minimize=cfg["triage.minimize"],
+                                        budget_s=budget_s)
         self.stop_sent: set[Rank] = set()
         self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
@@ -314,8 +316,8 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         # before the end is saved, not dropped unconfirmed.
         self.confirming = self.failure is None
         self._fill()
-        while (len(self.inflight) or (self.confirming and len(self.claims.queue))) and self.clock() < drain_until \
-                and self.alive:
+        while (len(self.inflight) or (self.confirming and len(self.claims.queue))) \
+                and self.clock() < drain_until and self.alive:
             await self._wait_change(0.05)
         self.confirming = False
         for rank in sorted(self.alive):
@@ -329,7 +331,10 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         # after a start-up failure, so do workers whose HELLO was not read yet.
         # Banned ranks get STOP too, and only now (one stopped earlier would wait in MPI_Finalize).
         banned = set(self.peers.ranks_in(PeerState.BANNED)) - self.failed
-        told = set(self.workers) - self.failed if self.failure else self.alive | (self.lost - self.failed) | banned
+        if self.failure:
+            told = set(self.workers) - self.failed
+        else:
+            told = self.alive | (self.lost - self.failed) | banned
         for rank in sorted(told):
             self.stop_sent.add(rank)
             self.pump.send(rank, Tag.CONTROL, stop)
@@ -390,7 +395,6 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             self.request_stop("duration reached")
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
-        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.claims.queue) and not len(self.inflight) \
-                and not len(self.triage.queue) \
-                and self.afl_sync is None:
+        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.claims.queue) \
+                and not len(self.inflight) and not len(self.triage.queue) and self.afl_sync is None:
             self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out

@@ -1,4 +1,4 @@
-"""The commit: a fenced `current` result changes the in-flight map, the statistics, the coverage map, the corpus and the journal.
+"""The commit: a fenced `current` result changes the in-flight map, statistics, map, corpus, journal.
 
 Step 3 and 4 of the walk of one result (docs/design.md, "The coordinator"): `_commit` ends the
 dispatch, believes the result's cost as far as the time it took allows, and hands it to its work
@@ -46,7 +46,8 @@ class CommitMixin:
         cost = result.cost
         execs = self.peers.plausible_execs(cost.execs, elapsed)
         wall_s = min(cost.wall_s, elapsed)
-        if self.auto_depth is not None and (new := self.auto_depth.observe(source, d.sent_at, d.sent_at + elapsed, wall_s)):
+        auto = self.auto_depth
+        if auto is not None and (new := auto.observe(source, d.sent_at, d.sent_at + elapsed, wall_s)):
             log.info("dispatch.depth_changed", worker=source, depth=new, **self.auto_depth.explain(source))
         st.record_result(source, wall_s, execs, min(cost.solver_s, elapsed))
         if result.stats:
@@ -76,8 +77,8 @@ class CommitMixin:
         for reason, n in v.rejected:  # ... then apply
             st.triage_rejected[reason.value] += n
         if v.capped is not None:
-            log.warning("result.coverage_capped", worker=source, token=result.token[:16], new_edges=v.capped[0],
-                        allowed=v.capped[1], execs=execs)
+            log.warning("result.coverage_capped", worker=source, token=result.token[:16],
+                        new_edges=v.capped[0], allowed=v.capped[1], execs=execs)
         elif v.new_edges:
             self.peers.take_edges(source, v.new_edges)
         if v.task_trace is not None:

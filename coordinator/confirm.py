@@ -95,7 +95,8 @@ class ClaimsMixin:
         if not self.peers.claim(source):
             self.stats.triage_rejected[Rejection.CLAIMS_BACKLOG.value] += 1
             return
-        claim = Claim(kind, data, sha, detail, item.target, source, item.work_id, found_s, self.plan.stage_of(item))
+        claim = Claim(kind, data, sha, detail, item.target, source, item.work_id, found_s,
+                      self.plan.stage_of(item))
         task = self.claims.task_for(claim)
         if not self.claims.queue.add(task):  # the same input is already claimed (or re-run)
             self.peers.claim_done(source)
@@ -111,8 +112,9 @@ class ClaimsMixin:
         self.peers.claim_done(claim.source)
         if not self.claims.agrees(claim, result.status):
             self.claims.unconfirmed += 1
-            log.warning("finding.unconfirmed", kind=claim.kind.value, claimed_by=claim.source, rerun_by=source,
-                        rerun_status=result.status.value, target=claim.target, sha256=claim.sha256[:16])
+            log.warning("finding.unconfirmed", kind=claim.kind.value, claimed_by=claim.source,
+                        rerun_by=source, rerun_status=result.status.value, target=claim.target,
+                        sha256=claim.sha256[:16])
             self._garbage(claim.source)
             return
         detail = result.error or claim.detail  # the re-running rank's own account

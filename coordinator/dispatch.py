@@ -27,7 +27,8 @@ log = structlog.get_logger()
 
 
 class DispatchMixin:
-    """The coordinator's dispatch (state: inflight, leased, scheduler, minter, worker_cov_version, _maybe_free)."""
+    """The coordinator's dispatch (state: inflight, leased, scheduler, minter, worker_cov_version,
+    _maybe_free)."""
 
     def _fill(self, ranks: set[Rank] | None = None) -> None:
         """Dispatch to every free slot: of all workers, or (after a turn) of `ranks` only, the
@@ -74,7 +75,8 @@ class DispatchMixin:
 
     def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
         """Whether a rank other than `rank` that the item has not failed on could take it."""
-        return any(r != rank and r in self.alive and r not in item.avoid and self.peers.capacity(r, self._depth_of(r))
+        alive, peers = self.alive, self.peers
+        return any(r != rank and r in alive and r not in item.avoid and peers.capacity(r, self._depth_of(r))
                    for r in self.workers)
 
     def _depth_of(self, rank: Rank) -> int:
@@ -123,7 +125,8 @@ class DispatchMixin:
             log.warning("task.expired", token=d.token[:16], worker=d.rank, work_id=d.work_id[:16],
                         after_s=round(now - d.sent_at, 3))
             self._revoke(d.token, Revocation.EXPIRED)
-            others = any(r != d.rank and r in self.alive and self.peers.capacity(r, self._depth_of(r)) for r in self.workers)
+            others = any(r != d.rank and r in self.alive and self.peers.capacity(r, self._depth_of(r))
+                         for r in self.workers)
             if self.peers.expired(d.rank, others=others):
                 log.error("worker.suspended", worker=d.rank, strikes=self.peers.peer(d.rank).strikes,
                           until_s=round(self.peers.suspended_until(d.rank) - now, 3))

@@ -78,7 +78,8 @@ class DurabilityMixin:
         else:
             for e in durable.entries:
                 failpoints.hit("queue", self.out.queue)
-                self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin, new_bits=e.new_bits)
+                self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin,
+                                     new_bits=e.new_bits)
         self._announce(durable)
 
     def write_owed_files(self) -> int:

@@ -1,4 +1,4 @@
-"""Intake and the fence: received frames in fair turns, every RESULT classified before anything else looks at it.
+"""Intake and the fence: received frames in fair turns; every RESULT is classified before all else.
 
 Step 1 and 2 of the walk of one result (docs/design.md, "The coordinator"): the pump hands
 frames to `_on_batch`; `_turn` serves every rank a bounded share (peers.py); `_on_result` calls
@@ -34,7 +34,8 @@ class IntakeMixin:
             self.request_stop("MPI pump failed")
         for m in batch:
             if not self.peers.enqueue(Rank(m.source), m):
-                self._ban(Rank(m.source), f"more than {self.peers.policy.backlog_frames} frames waiting", flood=True)
+                why = f"more than {self.peers.policy.backlog_frames} frames waiting"
+                self._ban(Rank(m.source), why, flood=True)
         self._turn()
 
     def _turn(self) -> None:
@@ -66,8 +67,8 @@ class IntakeMixin:
         timed = not self.stats.results_received % SAMPLE  # one result in SAMPLE is timed (hotpath.py)
         t0 = _ns() if timed else 0
         if oversized and not self.inflight.banned(source):  # drained at the probe, never received
-            verdict = Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} > {self.limits.max_message_bytes}"
-                                                       " bytes (drained unread)")
+            verdict = Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} >"
+                              f" {self.limits.max_message_bytes} bytes (drained unread)")
         else:
             verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
         if timed:
@@ -89,7 +90,8 @@ class IntakeMixin:
         if v.reason is Reason.BANNED:  # counted only: a banned rank cannot make us write logs
             return
         log.warning("result.quarantined", reason=v.reason.value, source_rank=source,
-                    token=(v.token or "")[:16] or None, work_id=v.work_id, owner_rank=v.owner, detail=v.detail)
+                    token=(v.token or "")[:16] or None, work_id=v.work_id, owner_rank=v.owner,
+                    detail=v.detail)
         if self.refusals.refused(source, v.reason, v.detail):  # the first of this rank and reason
             log.error("worker.results_refused", rank=source, reason=v.reason.value, detail=v.detail,
                       note="a rank that is not banned sent a result no honest worker sends: a bug in symfence"

@@ -23,7 +23,8 @@ log = structlog.get_logger()
 
 
 class MembershipMixin:
-    """The coordinator's view of its workers (state: workers, alive, lost, failed, last_seen, stop_acks, peers)."""
+    """The coordinator's view of its workers (state: workers, alive, lost, failed, last_seen,
+    stop_acks, stop_sent, peers)."""
 
     def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         if self.peers.banned(source):
@@ -31,7 +32,8 @@ class MembershipMixin:
             return
         if oversized:
             self.stats.control_rejected += 1
-            log.warning("control.rejected", worker=source, reason="malformed", detail=f"oversized: {oversized} bytes")
+            log.warning("control.rejected", worker=source, reason="malformed",
+                        detail=f"oversized: {oversized} bytes")
             self._garbage(source, oversized)
             return
         try:
@@ -45,7 +47,8 @@ class MembershipMixin:
         if ctl.kind is ControlKind.HELLO:
             if source in self.workers and source not in self.alive:
                 self.alive.add(source)
-                self.pump.send(source, Tag.CONTROL, encode(Control(ControlKind.SETUP, info=self._setup_info(source))))
+                setup = Control(ControlKind.SETUP, info=self._setup_info(source))
+                self.pump.send(source, Tag.CONTROL, encode(setup))
                 self.hosts.hosts[source] = str(ctl.info.get("host", ""))
                 log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
         elif ctl.kind is ControlKind.HEARTBEAT:
@@ -62,7 +65,8 @@ class MembershipMixin:
             self.hosts.on_log(source, ctl.info)
         elif ctl.kind is ControlKind.STOP_ACK and source in self.stop_sent and source not in self.stop_acks:
             self.stop_acks[source] = dict(ctl.info)
-            log.info("worker.stopped", worker=source, totals={k: v for k, v in ctl.info.items() if k != "faults"})
+            log.info("worker.stopped", worker=source,
+                     totals={k: v for k, v in ctl.info.items() if k != "faults"})
         else:
             self.stats.control_rejected += 1
             log.warning("control.unexpected", worker=source, kind=ctl.kind.value,

@@ -43,11 +43,12 @@ class ReportMixin:
         def since(unix: float) -> float | None:
             return now - unix if unix else None
 
-        targets = tuple(TargetLine(name, p.corpus, p.edges, p.crashes, p.hangs, p.execs, p.errors, since(p.last_find))
-                        for name, p in self.targets.by_target.items())
+        targets = tuple(TargetLine(name, p.corpus, p.edges, p.crashes, p.hangs, p.execs, p.errors,
+                                   since(p.last_find)) for name, p in self.targets.by_target.items())
         reasons = tuple((k, v) for k, v in st.quarantined.items() if v)
         return Snapshot(
-            elapsed, st.execs / elapsed, (st.committed - st.carried_committed) / elapsed, st.edges, st.corpus, len(self.scheduler),
+            elapsed, st.execs / elapsed, (st.committed - st.carried_committed) / elapsed, st.edges, st.corpus,
+            len(self.scheduler),
             st.crashes, st.hangs, len(self.inflight), st.quarantined_total, len(self.alive),
             ooms=st.ooms, task_errors=st.task_errors, since_path_s=since(self.afl.last_find),
             since_crash_s=since(self.afl.last_crash), since_hang_s=since(self.afl.last_hang),
@@ -55,7 +56,8 @@ class ReportMixin:
             map_density=100.0 * st.edges / MAP_SIZE,
             memory_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
             workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.alive), targets=targets,
-            quarantine_reasons=reasons, conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
+            quarantine_reasons=reasons,
+            conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
             show_quarantine=self.status.show_quarantine, stages=self.plan.status_text(),
             refused=self.refusals.live_text())
 
@@ -71,7 +73,8 @@ class ReportMixin:
         afl_rows = self.afl.stats_items(
             now=now, execs=st.execs, execs_last_min=last_min, corpus=st.corpus, seeds=self.seed_count,
             pending=pending, pending_favs=0, edges=st.edges, saved_crashes=st.crashes, saved_hangs=st.hangs,
-            cycles_done=cycles_done, exec_timeout_ms=self._exec_timeout_ms(), banner=self.cfg["campaign.name"],
+            cycles_done=cycles_done, exec_timeout_ms=self._exec_timeout_ms(),
+            banner=self.cfg["campaign.name"],
             command_line=" ".join([sys.executable, *sys.argv]), total_tmout=self.tmouts)
         own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
             "dispatch_depth": self.depth, "workers_alive": len(self.alive),
@@ -85,7 +88,8 @@ class ReportMixin:
                 *(r for r in own if r[0] not in taken)]
         write_atomic(self.out.root / "fuzzer_stats", render_stats(rows))
         elapsed = max(now - st.started_wall, 1e-9)
-        values = self.afl.plot_values(now=now, execs=st.execs, eps=st.execs / elapsed, cycles_done=cycles_done,
+        values = self.afl.plot_values(now=now, execs=st.execs, eps=st.execs / elapsed,
+                                      cycles_done=cycles_done,
                                       corpus=st.corpus, pending=pending, pending_favs=0, edges=st.edges,
                                       saved_crashes=st.crashes, saved_hangs=st.hangs)
         values += [st.committed, st.quarantined_total, in_flight, st.task_errors, st.ooms,
@@ -117,10 +121,10 @@ class ReportMixin:
 
     def _hostile_stats(self) -> dict[str, int]:
         """Issue 10's counters: oversized and side-channel frames, bans, suspensions, claims."""
-        import resource
-
-        return {"mpi_oversized_frames": self.pump.oversized_frames, "mpi_oversized_bytes": self.pump.oversized_bytes,
-                "mpi_side_frames_dropped": self.pump.side_frames_dropped, "control_banned": self.control_banned,
+        return {"mpi_oversized_frames": self.pump.oversized_frames,
+                "mpi_oversized_bytes": self.pump.oversized_bytes,
+                "mpi_side_frames_dropped": self.pump.side_frames_dropped,
+                "control_banned": self.control_banned,
                 **self.peers.stats_items(), **self.claims.stats_items(), **self.refusals.stats_items(),
                 "coordinator_max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
@@ -134,8 +138,10 @@ class ReportMixin:
             f" task errors {st.task_errors}",
         ]
         if st.task_errors:
-            every = "EVERY task errored" if st.all_tasks_errored() else f"{st.task_errors} of {st.committed} tasks errored"
-            lines.append(f"  {every}; first error: {st.first_error}  (all: symfence logs {self.out.root} --event task.error)")
+            every = "EVERY task errored" if st.all_tasks_errored() \
+                else f"{st.task_errors} of {st.committed} tasks errored"
+            lines.append(f"  {every}; first error: {st.first_error}"
+                         f"  (all: symfence logs {self.out.root} --event task.error)")
         lines += [
             "  quarantine counters:",
             *("    " + l for l in st.quarantine_text.splitlines()),
@@ -144,7 +150,8 @@ class ReportMixin:
         for text, ok in st.conservation(len(self.inflight)):
             lines.append(f"    [{'ok' if ok else 'VIOLATED'}] {text}")
         lines += self.refusals.summary_lines(self._refused(), str(self.out.root))
-        lines.append(f"  outputs: {self.out.root}/ (queue/, crashes/, hangs/, fuzzer_stats, plot_data, logs/)")
+        lines.append(f"  outputs: {self.out.root}/"
+                     " (queue/, crashes/, hangs/, fuzzer_stats, plot_data, logs/)")
         if st.crashes:
             lines.append(f"  crashing inputs: {self.out.crashes}/")
         return "\n".join(lines)

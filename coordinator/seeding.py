@@ -1,4 +1,4 @@
-"""Seeding and resume: the seeds, the journal a `--resume` continues, the files a kill left unwritten, AFL++'s imports.
+"""Seeding and resume: the seeds, what a `--resume` continues, files a kill left unwritten, AFL++ imports.
 
 Runs on the loop thread before the first dispatch (`SeedingMixin._seed`), and for AFL++'s queue
 entries from the ticker (`_import_afl`). New corpus entries enter the pipeline here as work
@@ -154,7 +154,8 @@ class SeedingMixin:
                 missing.append(e)
         self.writer.add_files(missing)
         restored = len(missing)
-        have = {kind: {name.split(",", 1)[0] for name in self.out.existing(kind)} for kind in ("crash", "hang")}
+        have = {kind: {name.split(",", 1)[0] for name in self.out.existing(kind)}
+                for kind in ("crash", "hang")}
         for f in self.journal.iter_findings():
             kind = f.kind.value
             if kind == "crash":
@@ -181,7 +182,8 @@ class SeedingMixin:
             wid = work_id_for(self.corpus_executor, self.afl_sync.target, sha, 0, self.options)
             entries.append(NewEntry(sha256=sha, data=imp.data, bound=0, parent=None,
                                     origin=sync_origin(imp.instance, imp.entry_id), new_bits=2,
-                                    found_s=self.clock() - self._t0, work_id=wid, target=self.afl_sync.target))
+                                    found_s=self.clock() - self._t0, work_id=wid,
+                                    target=self.afl_sync.target))
         added = self.journal.add_seeds(entries) if entries else []
         now = time.time()
         for e in added:

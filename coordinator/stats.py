@@ -146,7 +146,8 @@ class StatsSnapshot:
 
     # --- files ------------------------------------------------------------------------------------
 
-    def items(self, *, now: float, in_flight: int, pending: int, ranks: list[int], extra: dict | None = None) -> list[tuple[str, object]]:
+    def items(self, *, now: float, in_flight: int, pending: int, ranks: list[int],
+              extra: dict | None = None) -> list[tuple[str, object]]:
         elapsed = max(now - self.started_wall, 1e-9)
         rows: list[tuple[str, object]] = [
             ("start_time", int(self.started_wall)),
@@ -178,7 +179,8 @@ class StatsSnapshot:
         rows += self.quarantine_rows
         rows += [(f"triage_rejected_{k}", v) for k, v in sorted(self.triage_rejected.items())]
         rows += [(f"status_{k}", v) for k, v in sorted(self.status_counts.items())]
-        rows += [("control_rejected", self.control_rejected), ("journal_fence_rejected", self.journal_fence_rejected)]
+        rows += [("control_rejected", self.control_rejected),
+                 ("journal_fence_rejected", self.journal_fence_rejected)]
         for rank in ranks:
             rows.append((f"utilisation_rank_{rank}", round(self.busy_s.get(rank, 0.0) / elapsed, 4)))
         rows += self.engine_rows

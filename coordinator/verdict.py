@@ -63,7 +63,8 @@ class ResultVerdict:
     capped: tuple[int, int] | None  # (never-seen edges claimed, allowance) when capped
 
 
-def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom, source: Rank) -> ResultVerdict:
+def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom,
+           source: Rank) -> ResultVerdict:
     """Judge a current result from `source` whose believable executions are `execs`
     (peers.plausible_execs).
 
@@ -121,7 +122,8 @@ def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom, 
                 admitted.append((c, t))
         else:
             bad_sha += 1
-    for reason, n in ((Rejection.BAD_SHA256, bad_sha), (Rejection.COVERAGE_CAP, cap), (Rejection.BAD_TRACE, bad_trace)):
+    for reason, n in ((Rejection.BAD_SHA256, bad_sha), (Rejection.COVERAGE_CAP, cap),
+                      (Rejection.BAD_TRACE, bad_trace)):
         if n:
             rejected.append((reason, n))
     return ResultVerdict(None if traces is None else traces[0], tuple(admitted), tuple(claims),

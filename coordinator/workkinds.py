@@ -3,12 +3,16 @@
 The table `KINDS` (kind -> handler) is the only place the kinds differ; dispatch.py, commit.py
 and `_revoke` ask it and never test a kind themselves:
 
-| kind | journal lease | runs | a committed result | a revocation |
-|---|---|---|---|---|
-| `CORPUS` | yes | the corpus stage's executor | verdict + commit (map, corpus, journal) | requeued, or failed after `max_attempts` |
-| `FUZZ_SLICE` | no | `fuzz`, its budget cut to what is left | verdict + commit, acknowledges its spec | dropped: the next slice starts afresh |
-| `CONFIRMATION` | no | the corpus stage's executor, plain re-run | the claim is saved or counted unconfirmed | requeued, or the claim is abandoned |
-| `MINIMIZATION` | no | `minimize` over the corpus executor | the smaller input is kept | requeued, or left for the next `--resume` |
+- `CORPUS` (journal-leased): runs the corpus stage's executor; its result is judged by the
+  verdict and committed (map, corpus, journal); revoked, it is requeued, or failed after
+  `dispatch.max_attempts`.
+- `FUZZ_SLICE`: runs `fuzz` with its budget cut to what is left; its result is judged and
+  committed like a corpus entry's and acknowledges the spec it carried; revoked, it is dropped
+  (the next slice starts afresh).
+- `CONFIRMATION`: a plain re-run with the corpus stage's executor; its result saves the claimed
+  finding or counts it unconfirmed; revoked, it is requeued, or the claim is abandoned.
+- `MINIMIZATION`: runs `minimize` over the corpus executor; the smaller input it returns is
+  kept; revoked, it is requeued, or left for the next `--resume`.
 
 Transient kinds are fenced by token like any work but are not journal work items.
 """
@@ -115,7 +119,8 @@ class MinimizationKind(KindHandler):
 
     def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
-        c.triage.revoked(item, attempts=attempts, avoid=avoid, give_up=why is Revocation.CANCELLED or exhausted)
+        c.triage.revoked(item, attempts=attempts, avoid=avoid,
+                         give_up=why is Revocation.CANCELLED or exhausted)
 
 
 KINDS: dict[WorkKind, KindHandler] = {h.kind: h for h in (KindHandler(), FuzzSliceKind(), ConfirmationKind(),

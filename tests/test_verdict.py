@@ -57,7 +57,8 @@ def test_it_changes_nothing_and_the_same_arguments_give_the_same_verdict():
     r = _result(_cand(b"x", [7, 8]), _cand(b"y", [9], sha="0" * 64), edges=[5, 6])
     first, second = (triage(r, 10, seen, peers, SRC) for _ in range(2))
     assert first == second
-    assert (bytes(seen), dataclasses.replace(peers.peer(SRC), queue=None)) == before  # map and budget untouched
+    after = (bytes(seen), dataclasses.replace(peers.peer(SRC), queue=None))
+    assert after == before  # the map and the rank's edge budget untouched
 
 
 def test_more_candidates_than_executions_cost_the_surplus_and_a_penalty():
@@ -73,7 +74,8 @@ def test_bad_hashes_and_traces_are_rejected_by_name_and_findings_become_claims()
              _cand(b"boom", [3], kind=Status.CRASH), _cand(b"fake-boom", kind=Status.CRASH, sha="1" * 64),
              _cand(b"slow", kind=Status.HANG)]
     v = triage(_result(*cands, status=Status.CRASH, trace=bad_trace), 100, bytearray(MAP_SIZE), _peers(), SRC)
-    assert _counts(v) == {Rejection.BAD_SHA256: 2, Rejection.BAD_TRACE: 2}  # the task's trace and one candidate's
+    # bad traces: the task's own and one candidate's
+    assert _counts(v) == {Rejection.BAD_SHA256: 2, Rejection.BAD_TRACE: 2}
     assert [c.data for c, _ in v.admitted] == [b"ok"] and v.task_trace == {}
     assert [c.data for c in v.claims] == [b"boom", b"slow"] and v.claims_task
     assert v.penalties == 0
