@@ -1,11 +1,11 @@
 """Membership: who the workers are, alive, lost, failed or banned, and what their CONTROL frames change.
 
-HELLO makes a rank alive (it gets SETUP, then answers CHECKED for its host's files, hosts.py); a HEARTBEAT keeps it so and lists what it holds (a
-dispatch it should hold but does not was lost on the way: revoked); silence for
-`workers.lost_after_s` or MPI's failure report loses it (its work is requeued); a rank that
-keeps sending garbage is banned (peers.py). STOP_ACKs count only from ranks sent STOP. Rank 0
-sends its own HEARTBEATs too (`_beat`), so a worker cut off from it ends itself; workers'
-forwarded LOG frames go to hosts.py.
+HELLO makes a rank alive (it gets SETUP, then answers CHECKED for its host's files, hosts.py); a
+HEARTBEAT keeps it so and lists what it holds (a dispatch it should hold but does not was lost
+on the way: revoked); silence for `workers.lost_after_s` or MPI's failure report loses it (its
+work is requeued); a rank that keeps sending garbage is banned (peers.py). STOP_ACKs count only
+from ranks sent STOP. Rank 0 sends its own HEARTBEATs too (`_beat`), so a worker cut off from it
+ends itself; workers' forwarded LOG frames go to hosts.py.
 """
 
 from __future__ import annotations
