@@ -15,8 +15,7 @@ hangs become claims (`coordinator/confirm.py`), judged when their re-run comes b
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from symfence.protocol.coverage import unpack_trace
 from symfence.protocol.ids import Rank, sha256_hex
@@ -49,9 +48,12 @@ class EdgeRoom(Protocol):
         """The never-seen edges `rank` may add now for a result of `execs` executions."""
 
 
-@dataclass(frozen=True, slots=True)
-class ResultVerdict:
-    """What to commit of one current result, decided by `triage()` (built positionally)."""
+class ResultVerdict(NamedTuple):
+    """What to commit of one current result, decided by `triage()` (immutable).
+
+    A NamedTuple, not a frozen dataclass: one is built per committed result, on the hot path,
+    and a frozen slotted dataclass took 1.9 us to build here against 0.3 us (CPython 3.11).
+    """
 
     task_trace: dict[int, int] | None  # the task's own edges to merge; None: capped, merge nothing
     admitted: tuple[tuple[Candidate, dict[int, int]], ...]  # candidates (and traces) to merge, in order
@@ -105,8 +107,8 @@ def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom,
             else:
                 new_edges = len(new)
     if not candidates:  # the common case: a result that carries no candidates
-        return ResultVerdict(None if traces is None else traces[0], _NONE, _NONE,
-                             result.status in FINDING_STATUS, tuple(rejected), penalties, new_edges, capped)
+        return ResultVerdict(None if traces is None else traces[0], _NONE, _NONE, result.status in FINDING_STATUS,
+                             tuple(rejected) if rejected else _NONE, penalties, new_edges, capped)
     claims = []
     admitted = []
     bad_sha = cap = bad_trace = 0
