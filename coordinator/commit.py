@@ -19,7 +19,7 @@ from symfence.coordinator.hybrid import Stage
 from symfence.coordinator.journal import NewEntry
 from symfence.coordinator.scheduler import WorkItem
 from symfence.coordinator.verdict import Rejection, triage
-from symfence.coordinator.workkinds import KINDS
+from symfence.coordinator.workkinds import KINDS, KindHandler
 from symfence.protocol.ids import Rank, work_id_for
 from symfence.protocol.messages import Result, Status
 
@@ -52,10 +52,13 @@ class CommitMixin:
         st.record_result(source, wall_s, execs, min(cost.solver_s, elapsed))
         if result.stats:
             st.engine.add(item.target, result.stats, item.work_id)
-        return KINDS[item.kind].committed(self, source, item, result, execs, wall_s, now_loop)
+        handler = KINDS[item.kind]
+        if handler.judged:  # a corpus entry or a fuzz slice: verdict, then commit (below)
+            return self._commit_entries(handler, source, item, result, execs, wall_s, now_loop)
+        return handler.committed(self, source, item, result, execs, wall_s, now_loop)
 
-    def _commit_entries(self, source: Rank, item: WorkItem, result: Result, execs: int, wall_s: float,
-                        now_loop: float) -> int:
+    def _commit_entries(self, handler: KindHandler, source: Rank, item: WorkItem, result: Result, execs: int,
+                        wall_s: float, now_loop: float) -> int:
         """A corpus entry's or a fuzz slice's result: judge it (`verdict.triage`, pure), then apply
         the verdict to the map, the claims, the corpus and the journal. Returns the penalty points."""
         st = self.stats
@@ -73,14 +76,14 @@ class CommitMixin:
         fig.results += 1
         fig.execs += execs
         fig.busy_s += wall_s
-        v = triage(result, execs, self.coverage.seen, self.peers, source)  # decide (pure) ...
+        v = triage(result, execs, self.coverage.seen, self.peers, source, now_loop)  # decide (pure) ...
         for reason, n in v.rejected:  # ... then apply
             st.triage_rejected[reason.value] += n
         if v.capped is not None:
             log.warning("result.coverage_capped", worker=source, token=result.token[:16],
                         new_edges=v.capped[0], allowed=v.capped[1], execs=execs)
         elif v.new_edges:
-            self.peers.take_edges(source, v.new_edges)
+            self.peers.take_edges(source, v.new_edges, now_loop)
         if v.task_trace is not None:
             self._merge_trace(v.task_trace, item.target, stage)
         if result.tokens:
@@ -102,7 +105,7 @@ class CommitMixin:
                 entries.append(NewEntry(sha256=c.sha256, data=c.data, bound=c.bound, parent=item.queue_id,
                                         origin=stage.value, new_bits=bits, found_s=found_s,
                                         work_id=wid, target=item.target))
-        receipt = KINDS[item.kind].record(self, item, result, entries)
+        receipt = handler.record(self, item, result, entries)
         failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
             st.journal_fence_rejected += 1

@@ -94,7 +94,10 @@ class DispatchMixin:
         failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
-        executor, options = handler.work(self, item, now)
+        if handler.plain:
+            executor, options = self.corpus_executor, self.options
+        else:
+            executor, options = handler.work(self, item, now)
         work = Work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
                     options, self.deadline_s, version, delta, item.attempts + 1)
         self.pump.send(rank, Tag.WORK, encode(work))

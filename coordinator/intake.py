@@ -78,8 +78,9 @@ class IntakeMixin:
             penalties = self._commit(source, verdict.result)  # ... commit (commit.py) ...
             if timed:
                 self.hotpath.commit_ns += _ns() - t1
-            for _ in range(penalties):  # ... then what its claims cost the sender (peers.py)
+            while penalties:  # ... then what its claims cost the sender (peers.py)
                 self._garbage(source)
+                penalties -= 1
         else:
             self._quarantine(source, verdict, max(len(frame), oversized))  # ... or quarantine
             if verdict.token is not None and self.inflight.release(verdict.token, source, SlotRelease.RESULT):

@@ -220,21 +220,20 @@ class Peers:
     def spend_edges(self, rank: Rank, n: int) -> None:
         self.peer(rank).edge_budget -= n
 
-    def edge_room(self, rank: Rank, execs: int) -> int:
-        """`new_edge_allowance` without refilling the stored budget (a read, for the pure verdict)."""
+    def edge_room(self, rank: Rank, execs: int, now: float) -> int:
+        """`new_edge_allowance` at `now` without storing the refill (a read, for the pure verdict)."""
         pol = self.policy
         p = self.peer(rank)
-        budget = min(float(pol.new_edges_burst), p.edge_budget + (self.clock() - p.edge_at) * pol.new_edges_per_s)
+        budget = min(float(pol.new_edges_burst), p.edge_budget + (now - p.edge_at) * pol.new_edges_per_s)
         return int(min(pol.max_new_edges_per_result, pol.new_edges_per_exec * execs, budget))
 
-    def take_edges(self, rank: Rank, n: int) -> None:
-        """Refill the rank's budget to now, then spend `n` never-seen edges of it."""
+    def take_edges(self, rank: Rank, n: int, now: float) -> None:
+        """Refill the rank's budget to `now`, then spend `n` never-seen edges of it."""
         pol = self.policy
         p = self.peer(rank)
-        now = self.clock()
-        p.edge_budget = min(float(pol.new_edges_burst), p.edge_budget + (now - p.edge_at) * pol.new_edges_per_s)
+        refilled = p.edge_budget + (now - p.edge_at) * pol.new_edges_per_s
+        p.edge_budget = min(float(pol.new_edges_burst), refilled) - n
         p.edge_at = now
-        p.edge_budget -= n
 
     def claim(self, rank: Rank) -> bool:
         """Reserve room for one unconfirmed crash/hang claim of the rank; False when it has too many."""

@@ -12,12 +12,16 @@ from symfence.protocol.ids import WorkId
 
 
 class WorkKind(enum.Enum):
-    """What a work item asks a worker to do; each kind has one handler (coordinator/dispatch.py)."""
+    """What a work item asks a worker to do; each kind has one handler (coordinator/workkinds.py)."""
 
     CORPUS = "corpus"  # run a corpus entry with the corpus stage's executor (a journal work item)
     FUZZ_SLICE = "fuzz"  # one transient Atheris slice (coordinator/hybrid.py)
     CONFIRMATION = "confirm"  # re-run a claimed crash/hang (coordinator/confirm.py)
     MINIMIZATION = "minimize"  # shrink a saved crash/hang (coordinator/triage.py)
+
+    # Members are singletons compared by identity: hash them so too (Enum's own __hash__ is a
+    # Python-level call, and the hot path looks a kind up in workkinds.KINDS per dispatch/result).
+    __hash__ = object.__hash__
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,10 @@ class Scheduler:
 
     @staticmethod
     def _key(item: WorkItem, seq: int) -> tuple[int, int, int, int, int]:
-        tier = -1 if item.attempts or item.kind is WorkKind.CONFIRMATION else (0 if item.seed else (1 if item.origin == "fuzz" else 2))
+        if item.attempts or item.kind is WorkKind.CONFIRMATION:
+            tier = -1
+        else:
+            tier = 0 if item.seed else (1 if item.origin == "fuzz" else 2)
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:

@@ -39,20 +39,22 @@ class Rejection(str, enum.Enum):
 
 
 _NONE: tuple = ()
+_new = tuple.__new__  # builds a ResultVerdict without its Python-level __new__ (hot path)
 
 
 class EdgeRoom(Protocol):
     """What the verdict may ask of the per-rank budgets (peers.py), read-only."""
 
-    def edge_room(self, rank: Rank, execs: int) -> int:
-        """The never-seen edges `rank` may add now for a result of `execs` executions."""
+    def edge_room(self, rank: Rank, execs: int, now: float) -> int:
+        """The never-seen edges `rank` may add at `now` for a result of `execs` executions."""
 
 
 class ResultVerdict(NamedTuple):
     """What to commit of one current result, decided by `triage()` (immutable).
 
     A NamedTuple, not a frozen dataclass: one is built per committed result, on the hot path,
-    and a frozen slotted dataclass took 1.9 us to build here against 0.3 us (CPython 3.11).
+    and a frozen slotted dataclass took 1.9 us to build here against 0.3 us (CPython 3.11);
+    `triage` builds it with `tuple.__new__`, all fields in order.
     """
 
     task_trace: dict[int, int] | None  # the task's own edges to merge; None: capped, merge nothing
@@ -65,14 +67,15 @@ class ResultVerdict(NamedTuple):
     capped: tuple[int, int] | None  # (never-seen edges claimed, allowance) when capped
 
 
-def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom,
-           source: Rank) -> ResultVerdict:
+def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom, source: Rank,
+           now: float) -> ResultVerdict:
     """Judge a current result from `source` whose believable executions are `execs`
     (peers.plausible_execs).
 
     `seen` is the coverage map's seen bytes (read, never written); `room.edge_room(source,
-    execs)` the sender's allowance of never-seen edges now (a read-only query, asked only when
-    the result claims some). Pure: the same arguments give the same verdict, nothing changes.
+    execs, now)` the sender's allowance of never-seen edges at `now` (a read-only query, asked
+    only when the result claims some). Pure: the same arguments give the same verdict, and
+    nothing changes.
     """
     candidates = result.candidates
     rejected: list[tuple[Rejection, int]] = []
@@ -98,7 +101,7 @@ def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom,
             traces[0] = {}
         new = {i for t in traces if t for i in t if not seen[i]}
         if new:  # nothing never-seen: nothing to cap or spend (the budget refills by time alone)
-            allowance = room.edge_room(source, execs)
+            allowance = room.edge_room(source, execs, now)
             if len(new) > allowance:
                 rejected.append((Rejection.COVERAGE_CAP, 1))
                 penalties += 1
@@ -107,8 +110,9 @@ def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom,
             else:
                 new_edges = len(new)
     if not candidates:  # the common case: a result that carries no candidates
-        return ResultVerdict(None if traces is None else traces[0], _NONE, _NONE, result.status in FINDING_STATUS,
-                             tuple(rejected) if rejected else _NONE, penalties, new_edges, capped)
+        return _new(ResultVerdict, (None if traces is None else traces[0], _NONE, _NONE,
+                                    result.status in FINDING_STATUS, tuple(rejected) if rejected else _NONE,
+                                    penalties, new_edges, capped))
     claims = []
     admitted = []
     bad_sha = cap = bad_trace = 0

@@ -41,6 +41,8 @@ class KindHandler:
 
     kind = WorkKind.CORPUS
     leased = True  # a journal work item: leased at dispatch, committed compare-and-set by token
+    judged = True  # its result goes through verdict.triage() and commit._commit_entries (then `record`)
+    plain = True  # its WORK runs the corpus executor with the campaign's options (`work` is not asked)
 
     def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         """(executor, options) of the item's WORK."""
@@ -48,8 +50,9 @@ class KindHandler:
 
     def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
-        """Its current result, after the common bookkeeping; returns the sender's penalty points."""
-        return c._commit_entries(source, item, result, execs, wall_s, now)
+        """The current result of a kind that is not `judged`, after the common bookkeeping;
+        returns the sender's penalty points."""
+        raise NotImplementedError
 
     def record(self, c: Coordinator, item: WorkItem, result: Result, entries: list) -> Any:
         """Journal the result and its new entries; None when the journal's own fence refuses it."""
@@ -71,6 +74,7 @@ class KindHandler:
 class FuzzSliceKind(KindHandler):
     kind = WorkKind.FUZZ_SLICE
     leased = False
+    plain = False
 
     def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         duration = c.cfg["campaign.duration_s"]  # a slice ends with the budget, not after it
@@ -88,6 +92,7 @@ class FuzzSliceKind(KindHandler):
 class ConfirmationKind(KindHandler):
     kind = WorkKind.CONFIRMATION
     leased = False
+    judged = False
 
     def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
@@ -108,6 +113,8 @@ class ConfirmationKind(KindHandler):
 class MinimizationKind(KindHandler):
     kind = WorkKind.MINIMIZATION
     leased = False
+    judged = False
+    plain = False
 
     def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         return triage_mod.EXECUTOR, c.triage.options_for(item)
