@@ -395,6 +395,6 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             self.request_stop("duration reached")
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
-        elif not self.plan.fuzz_on and not len(self.scheduler) and not len(self.claims.queue) \
-                and not len(self.inflight) and not len(self.triage.queue) and self.afl_sync is None:
+        elif not len(self.inflight) and not self.plan.fuzz_on and not len(self.scheduler) \
+                and not len(self.claims.queue) and not len(self.triage.queue) and self.afl_sync is None:
             self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out

@@ -15,9 +15,10 @@ from typing import Any
 import structlog
 
 from symfence.coordinator import failpoints
-from symfence.coordinator.hybrid import Stage
+from symfence.coordinator.hybrid import StageFigures
 from symfence.coordinator.journal import NewEntry
 from symfence.coordinator.scheduler import WorkItem
+from symfence.coordinator.targets import TargetProgress
 from symfence.coordinator.verdict import Rejection, triage
 from symfence.coordinator.workkinds import KINDS, KindHandler
 from symfence.protocol.ids import Rank, work_id_for
@@ -37,7 +38,7 @@ class CommitMixin:
         self._maybe_free.add(source)
         st = self.stats
         st.committed += 1
-        st.status_counts[result.status.value] += 1
+        st.status_counts[result.status._value_] += 1  # (Enum's `value` is a Python-level property)
         self.peers.committed(source)
         # A result's claims are believed only as far as the time it took allows (peers.py).
         now_loop = self.clock()
@@ -85,7 +86,7 @@ class CommitMixin:
         elif v.new_edges:
             self.peers.take_edges(source, v.new_edges, now_loop)
         if v.task_trace is not None:
-            self._merge_trace(v.task_trace, item.target, stage)
+            self._merge_trace(v.task_trace, progress, fig)
         if result.tokens:
             self.plan.add_tokens(item.target, result.tokens)
         for c in v.claims:  # claimed crashes and hangs: saved only once a re-run agrees
@@ -98,7 +99,7 @@ class CommitMixin:
             log.warning("task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
         for c, trace in v.admitted:
-            if (bits := self._merge_trace(trace, item.target, stage)) == 0:
+            if (bits := self._merge_trace(trace, progress, fig)) == 0:
                 st.triage_rejected[Rejection.NO_NEW_BITS.value] += 1
             else:
                 wid = work_id_for(self.corpus_executor, item.target, c.sha256, c.bound, self.options)
@@ -106,7 +107,8 @@ class CommitMixin:
                                         origin=stage.value, new_bits=bits, found_s=found_s,
                                         work_id=wid, target=item.target))
         receipt = handler.record(self, item, result, entries)
-        failpoints.hit("commit")
+        if failpoints.ARMED:
+            failpoints.hit("commit")
         if receipt is None:  # the journal-level fence: cannot happen unless state diverged
             st.journal_fence_rejected += 1
             log.error("commit.journal_fenced", work_id=item.work_id[:16], token=result.token[:16])
@@ -130,11 +132,12 @@ class CommitMixin:
             self.scheduler.add(WorkItem.from_record(entry))
         self.plan.add_entry(entry.target, entry.data)
 
-    def _merge_trace(self, trace: dict[int, int], target: str, stage: Stage) -> int:
+    def _merge_trace(self, trace: dict[int, int], progress: TargetProgress, fig: StageFigures) -> int:
+        """Merge a trace into the map, crediting its first-found edges to its target and stage."""
         if not trace:
             return 0
         seen = self.coverage.seen
         fresh = sum(1 for edge in trace if not seen[edge])  # edges it reached first
-        self.targets[target].edges += fresh
-        self.plan.figures[stage].edges_first += fresh
+        progress.edges += fresh
+        fig.edges_first += fresh
         return self.coverage.merge(trace)

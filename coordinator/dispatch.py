@@ -91,7 +91,8 @@ class DispatchMixin:
         handler = KINDS[item.kind]
         if handler.leased:  # the transient kinds are fenced by token, not leased in the journal
             self.journal.lease(item.work_id, token)
-        failpoints.hit("dispatch")
+        if failpoints.ARMED:
+            failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
         if handler.plain:

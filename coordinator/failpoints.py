@@ -23,6 +23,7 @@ _SPEC = os.environ.get("SYMFENCE_FAILPOINT", "")
 _NAME, _, _REST = _SPEC.partition(":")
 _AT, _, _ACTION = _REST.partition(":")
 _count = 0
+ARMED = bool(_NAME)  # hot paths test this before calling `hit` (one attribute read, no call)
 
 
 def hit(name: str, path: object = None) -> None:

@@ -16,6 +16,7 @@ its other dispatch slots keep the engine's queue moving.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,9 +106,10 @@ class HybridPlan:
     def fuzz_on(self) -> bool:
         return self.mode in ("hybrid", "fuzz")
 
-    @property
+    @functools.cached_property
     def corpus_stage(self) -> Stage:
-        """The executor that runs corpus entries (their work items)."""
+        """The executor that runs corpus entries (their work items); `mode` never changes, and
+        every committed result asks (stage_of), so it is computed once."""
         if self.mode in ("synthetic", "native"):
             return Stage(self.mode)
         return Stage.CONCOLIC

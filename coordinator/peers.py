@@ -93,6 +93,7 @@ class Peers:
         self.commits: collections.Counter[Rank] = collections.Counter()
 
     def peer(self, rank: Rank) -> Peer:
+        """The rank's record, made on first sight (hot paths try `self._peers.get(rank)` first)."""
         p = self._peers.get(rank)
         if p is None:
             now = self.clock()
@@ -114,7 +115,7 @@ class Peers:
 
     def enqueue(self, rank: Rank, item: Any) -> bool:
         """Queue a received frame; False when the rank's backlog shows it is flooding."""
-        p = self.peer(rank)
+        p = self._peers.get(rank) or self.peer(rank)
         p.queue.append(item)
         self._queued += 1
         return p.state is PeerState.BANNED or len(p.queue) <= self.policy.backlog_frames
@@ -183,13 +184,14 @@ class Peers:
         return True
 
     def committed(self, rank: Rank) -> None:
-        self.peer(rank).strikes = 0
+        p = self._peers.get(rank) or self.peer(rank)
+        p.strikes = 0
         self.commits[rank] += 1
 
     def capacity(self, rank: Rank, depth: int) -> int:
         """How many dispatches the rank may hold now: 0 while suspended or banned, 1 on probation
         (the first dispatch after a suspension), else the depth."""
-        p = self.peer(rank)
+        p = self._peers.get(rank) or self.peer(rank)
         if p.state is PeerState.BANNED:
             return 0
         if p.state is PeerState.SUSPENDED:
@@ -223,14 +225,14 @@ class Peers:
     def edge_room(self, rank: Rank, execs: int, now: float) -> int:
         """`new_edge_allowance` at `now` without storing the refill (a read, for the pure verdict)."""
         pol = self.policy
-        p = self.peer(rank)
+        p = self._peers.get(rank) or self.peer(rank)
         budget = min(float(pol.new_edges_burst), p.edge_budget + (now - p.edge_at) * pol.new_edges_per_s)
         return int(min(pol.max_new_edges_per_result, pol.new_edges_per_exec * execs, budget))
 
     def take_edges(self, rank: Rank, n: int, now: float) -> None:
         """Refill the rank's budget to `now`, then spend `n` never-seen edges of it."""
         pol = self.policy
-        p = self.peer(rank)
+        p = self._peers.get(rank) or self.peer(rank)
         refilled = p.edge_budget + (now - p.edge_at) * pol.new_edges_per_s
         p.edge_budget = min(float(pol.new_edges_burst), refilled) - n
         p.edge_at = now
