@@ -15,7 +15,7 @@ Where to look (docs/design.md, "The coordinator", has the picture):
 Beside it: dispatch.py (free slots, tokens, WORK, revocations, deadlines), membership.py (hello,
 heartbeats, lost, failed and banned ranks), confirm.py (crash/hang claims and their re-runs),
 seeding.py (seeds, `--resume`, AFL++ imports), report.py (fuzzer_stats, plot_data, live view,
-summary). `Coordinator` below holds the state they share and runs the lifecycle (start, ticker,
+summary). `Campaign` below holds the state they share and runs the lifecycle (start, ticker,
 shutdown); the steps are its mixins, one module each.
 
 All state lives on the event loop thread; the MPI pump thread only moves bytes, and the journal
@@ -28,7 +28,8 @@ import asyncio
 import os
 import signal
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -38,8 +39,10 @@ from symfence.coordinator import triage as triage_mod
 from symfence.coordinator.afl import AflState
 from symfence.coordinator.aflsync import AflSide
 from symfence.coordinator.commit import CommitMixin
-from symfence.coordinator.config import executor_options  # noqa: F401 (re-exported)
-from symfence.coordinator.config import Config
+from symfence.coordinator.config import (
+    Config,
+    executor_options,  # noqa: F401 (re-exported)
+)
 from symfence.coordinator.confirm import ClaimsMixin, Confirmations
 from symfence.coordinator.depth import DepthController, DepthTuning
 from symfence.coordinator.dispatch import DispatchMixin

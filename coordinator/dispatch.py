@@ -9,7 +9,7 @@ revocation does with the item depend on its kind: one handler per `WorkKind`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import structlog
 

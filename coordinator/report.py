@@ -144,7 +144,7 @@ class ReportMixin:
                          f"  (all: symfence logs {self.out.root} --event task.error)")
         lines += [
             "  quarantine counters:",
-            *("    " + l for l in st.quarantine_text.splitlines()),
+            *("    " + line for line in st.quarantine_text.splitlines()),
             "  conservation (docs/design.md, \"Conservation\"):",
         ]
         for text, ok in st.conservation(len(self.inflight)):

@@ -99,7 +99,7 @@ class SeedingMixin:
             work_id = work_id_maker(self.corpus_executor, target, 0, self.options)
             entries += [NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed", new_bits=0,
                                  found_s=0.0, work_id=work_id(sha), target=target)
-                        for data, sha in zip(seeds, shas) if not known(target, sha)]
+                        for data, sha in zip(seeds, shas, strict=True) if not known(target, sha)]
         failpoints.hit("seed")
         added = self.journal.add_seeds(entries)
         if self.plan.concolic_on:

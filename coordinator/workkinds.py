@@ -31,7 +31,7 @@ from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Result
 
 if TYPE_CHECKING:
-    from symfence.coordinator.campaign import Campaign as Coordinator
+    from symfence.coordinator.campaign import Campaign
 
 log = structlog.get_logger()
 
@@ -44,21 +44,21 @@ class KindHandler:
     judged = True  # its result goes through verdict.triage() and commit._commit_entries (then `record`)
     plain = True  # its WORK runs the corpus executor with the campaign's options (`work` is not asked)
 
-    def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+    def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         """(executor, options) of the item's WORK."""
         return c.corpus_executor, c.options
 
-    def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
+    def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
         """The current result of a kind that is not `judged`, after the common bookkeeping;
         returns the sender's penalty points."""
         raise NotImplementedError
 
-    def record(self, c: Coordinator, item: WorkItem, result: Result, entries: list) -> Any:
+    def record(self, c: Campaign, item: WorkItem, result: Result, entries: list) -> Any:
         """Journal the result and its new entries; None when the journal's own fence refuses it."""
         return c.journal.commit(item.work_id, result.token, status=result.status, new_entries=entries)
 
-    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         """Its dispatch was revoked (`exhausted`: charged and out of attempts)."""
         if exhausted:
@@ -76,15 +76,15 @@ class FuzzSliceKind(KindHandler):
     leased = False
     plain = False
 
-    def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+    def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         duration = c.cfg["campaign.duration_s"]  # a slice ends with the budget, not after it
         return item.stage, c.plan.slice_options(duration - (now - c._t0) if duration else None)
 
-    def record(self, c: Coordinator, item: WorkItem, result: Result, entries: list) -> Any:
+    def record(self, c: Campaign, item: WorkItem, result: Result, entries: list) -> Any:
         c.plan.slice_ended(item, committed=True)
         return c.journal.record_transient(item.work_id, new_entries=entries)
 
-    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         c.plan.slice_ended(item, committed=False)  # not redone: the next slice starts afresh
 
@@ -94,12 +94,12 @@ class ConfirmationKind(KindHandler):
     leased = False
     judged = False
 
-    def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
+    def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
         c._confirmed(source, item, result)
         return 0
 
-    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         if why is Revocation.CANCELLED or exhausted:
             claim = c.claims.take(item.work_id)
@@ -116,15 +116,15 @@ class MinimizationKind(KindHandler):
     judged = False
     plain = False
 
-    def work(self, c: Coordinator, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+    def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         return triage_mod.EXECUTOR, c.triage.options_for(item)
 
-    def committed(self, c: Coordinator, source: Rank, item: WorkItem, result: Result, execs: int,
+    def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
         c.triage.done(item, result, source, now - c._t0)
         return 0
 
-    def revoked(self, c: Coordinator, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         c.triage.revoked(item, attempts=attempts, avoid=avoid,
                          give_up=why is Revocation.CANCELLED or exhausted)
