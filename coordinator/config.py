@@ -229,6 +229,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "dictionary": (True, _bool),  # feed the engine's comparison constants to libFuzzer
         "dict": ("", _str()),  # a libFuzzer/AFL dictionary file (-dict=FILE) for every target
         "rss_limit_mb": (2048, _int(0)),  # libFuzzer's -rss_limit_mb in the slices (0 = none)
+        # executor "native": havoc slices through the afl-cc build's forkserver fill the slots the
+        # engine leaves idle and take `share` (oracle forkserver or showmap; docs/native-slices.md)
+        "native_slices": (True, _bool),
     },
     "coverage": {  # the real-trace yardstick for every candidate of either stage
         "include": ([], _str_list),  # module names or paths; [] = the target's package + its imports
@@ -322,7 +325,8 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
     if len(set(cfg["campaign.targets"])) != len(cfg["campaign.targets"]):
         raise ConfigError("campaign.targets", "names a target twice")
     deadline, slice_s = cfg["dispatch.deadline_s"], cfg["fuzz.slice_s"]
-    if cfg["campaign.executor"] in ("fuzz", "hybrid") and deadline and deadline < 2 * slice_s + 5:
+    slices = cfg["campaign.executor"] in ("fuzz", "hybrid") or native_slices_on(cfg)
+    if slices and deadline and deadline < 2 * slice_s + 5:
         raise ConfigError("dispatch.deadline_s", f"must be 0 or >= 2 * fuzz.slice_s + 5 = {2 * slice_s + 5:g}"
                                                  f" (a fuzz slice runs {slice_s:g} s), got {deadline:g}")
     orphan, beat = cfg["workers.orphan_after_s"], cfg["workers.heartbeat_s"]
@@ -334,6 +338,13 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
     if not cfg["campaign.targets"]:
         raise ConfigError("campaign.targets", "must name at least one target")
     return cfg
+
+
+def native_slices_on(cfg: Config) -> bool:
+    """Whether a native campaign runs mutation slices: ``fuzz.native_slices`` and an oracle that
+    runs the afl-cc build (forkserver or showmap; the slices use its forkserver)."""
+    return (cfg["campaign.executor"] == "native" and bool(cfg["fuzz.native_slices"])
+            and cfg["native.options"].get("oracle", "engine") != "engine")
 
 
 def target_spec_problem(spec: str) -> str | None:

@@ -39,6 +39,7 @@ class DispatchMixin:
         self.hotpath.fills += 1
         t0 = 0 if self.hotpath.fills % SAMPLE else _ns()  # one fill in SAMPLE is timed (hotpath.py)
         maybe_free, alive, claims = self._maybe_free, self.alive, self.claims.queue
+        left = self._duration_s - (self.clock() - self._t0) if self._duration_s and self.dispatching else None
         for rank in self.workers if ranks is None else sorted(ranks):
             # Revoked dispatches the worker may still hold take slots too (inflight.py, held slots).
             free = self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.occupied(rank) \
@@ -52,7 +53,7 @@ class DispatchMixin:
                 if item is None and self.dispatching and len(self.triage.queue):
                     item = self.triage.queue.pop_for(rank, view.elsewhere)
                 if item is None and self.dispatching:
-                    item = self.plan.pick(rank, view)
+                    item = self.plan.pick(rank, view, left)
                 if item is None:
                     if self.auto_depth is not None:
                         self.auto_depth.short(rank)  # its waiting says nothing of the round trip

@@ -1,7 +1,9 @@
-"""Hybrid scheduling: which stage (concolic engine or Atheris fuzz slice) each free dispatch slot gets.
+"""Hybrid scheduling: which stage (an engine or a mutation slice) each free dispatch slot gets.
 
 ``campaign.executor`` picks the stages: ``hybrid`` (both), ``concolic`` (engine only), ``fuzz``
-(Atheris only) or ``synthetic`` (benchmarks). Corpus entries are work items of the corpus stage
+(Atheris only), ``synthetic`` (benchmarks) or ``native`` (TritonDSE / SymCC, and native mutation
+slices through the AFL++ forkserver while ``fuzz.native_slices`` is on and the oracle has an
+afl-cc build: ``worker/executors/native_fuzz.py``; they play the fuzz slices' part below). Corpus entries are work items of the corpus stage
 (the engine), scheduled by ``Scheduler`` with the fuzzer's finds first; fuzz slices are transient
 work items made here on demand (not in the journal: a lost slice is simply not redone). Each slice
 carries the corpus entries and dictionary tokens of its target that its rank has not acknowledged
@@ -9,8 +11,10 @@ yet (a rank acknowledges by a committed slice result), as a ``protocol.fuzzslice
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
 rate of first-found edges per busy second decides, clamped to [0.2, 0.8] (0.5 until both stages
-have run for a while). Whatever the share, a rank whose engine queue is empty fuzzes. A rank holds at most one fuzz slice at a time while the engine has work, so
-its other dispatch slots keep the engine's queue moving.
+have run for a while). Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
+rank once less of the budget is left than the engine's mean task takes (that task would be
+cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
+at a time while the engine has work, so its other dispatch slots keep the engine's queue moving.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from symfence.coordinator.config import native_slices_on
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
+from symfence.protocol.options import NativeFuzzOptions
 from symfence.protocol.rules import is_token
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 
@@ -39,7 +45,8 @@ class Stage(str, enum.Enum):
     CONCOLIC = "concolic"
     FUZZ = "fuzz"
     SYNTHETIC = "synthetic"
-    NATIVE = "native"  # native programs (worker/native/): one stage, the engine with its oracle
+    NATIVE = "native"  # native programs (worker/native/): the engine with its oracle
+    NATIVE_FUZZ = "native_fuzz"  # native programs: havoc slices through the forkserver
 
 
 @dataclass
@@ -68,6 +75,7 @@ class HybridPlan:
     share_setting: float | str = "auto"
     depth: int = 2
     dictionary: bool = True
+    native_slices: bool = False  # native mode: mutation slices fill the engine's idle slots
     entries: dict[str, list[bytes]] = field(default_factory=dict)
     tokens: dict[str, list[bytes]] = field(default_factory=dict)
     figures: dict[Stage, StageFigures] = field(default_factory=dict)
@@ -79,13 +87,18 @@ class HybridPlan:
     @classmethod
     def from_config(cls, cfg: Any) -> HybridPlan:
         fz = cfg.section("fuzz")
-        options = {k: fz[k] for k in ("slice_s", "exec_timeout_s", "max_len", "max_candidates")}
-        if fz["rss_limit_mb"] != 2048:  # (work ids of campaigns without it as before)
-            options["rss_limit_mb"] = fz["rss_limit_mb"]
-        options["cov_include"] = ",".join(cfg["coverage.include"])
+        mode = cfg["campaign.executor"]
+        native_slices = native_slices_on(cfg)
+        if native_slices:
+            options = NativeFuzzOptions.for_campaign(fz, cfg["native.options"])
+        else:
+            options = {k: fz[k] for k in ("slice_s", "exec_timeout_s", "max_len", "max_candidates")}
+            if fz["rss_limit_mb"] != 2048:  # (work ids of campaigns without it as before)
+                options["rss_limit_mb"] = fz["rss_limit_mb"]
+            options["cov_include"] = ",".join(cfg["coverage.include"])
         depth = cfg["dispatch.depth"]  # "auto": slices are long tasks, for which auto picks 2
-        plan = cls(cfg["campaign.executor"], list(cfg["campaign.targets"]), options, fz["share"],
-                   depth if type(depth) is int else 2, fz["dictionary"])
+        plan = cls(mode, list(cfg["campaign.targets"]), options, fz["share"],
+                   depth if type(depth) is int else 2, fz["dictionary"], native_slices)
         for stage in Stage:
             plan.figures[stage] = StageFigures()
         if fz["dict"]:  # the user's dictionary: every target's first tokens (checked by preflight)
@@ -104,7 +117,12 @@ class HybridPlan:
 
     @property
     def fuzz_on(self) -> bool:
-        return self.mode in ("hybrid", "fuzz")
+        return self.mode in ("hybrid", "fuzz") or self.native_slices
+
+    @property
+    def fuzz_stage(self) -> Stage:
+        """The mutation stage: Atheris slices, or native havoc slices for native programs."""
+        return Stage.NATIVE_FUZZ if self.mode == "native" else Stage.FUZZ
 
     @functools.cached_property
     def corpus_stage(self) -> Stage:
@@ -122,15 +140,16 @@ class HybridPlan:
             return 1.0
         if self.share_setting != "auto":
             return float(self.share_setting)
-        fz, cc = self.figures[Stage.FUZZ], self.figures[self.corpus_stage]
+        fz, cc = self.figures[self.fuzz_stage], self.figures[self.corpus_stage]
         if min(fz.results, cc.results) < _AUTO_WARMUP_RESULTS or fz.busy_s + cc.busy_s < _AUTO_WARMUP_S:
             return 0.5
         fz_rate = (fz.edges_first + 1) / fz.busy_s
         cc_rate = (cc.edges_first + 1) / cc.busy_s
         return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate / (fz_rate + cc_rate)))
 
-    def pick(self, rank: Rank, scheduler: Scheduler) -> WorkItem | None:
-        """The next work item for a free slot of ``rank``: an engine task or a fuzz slice."""
+    def pick(self, rank: Rank, scheduler: Scheduler, budget_left_s: float | None = None) -> WorkItem | None:
+        """The next work item for a free slot of ``rank``: an engine task or a fuzz slice.
+        ``budget_left_s``: what is left of the campaign's duration (None: no duration)."""
         if not self.fuzz_on:
             return scheduler.pop() if self.concolic_on else None
         held = sum(1 for s in self._slices.values() if s.rank == rank)
@@ -138,12 +157,20 @@ class HybridPlan:
             return self._make_slice(rank) if held < self.depth else None
         if not len(scheduler):
             return self._make_slice(rank) if held < 1 else None
-        if held < 1 and self._fuzz_behind():
+        if held < 1 and (self._fuzz_behind() or self._engine_too_long(budget_left_s)):
             return self._make_slice(rank)
         return scheduler.pop()
 
+    def _engine_too_long(self, budget_left_s: float | None) -> bool:
+        """Near the end of the budget, an engine task of the usual length would be cancelled
+        unfinished (its work lost); a slice is cut to the budget and returns what it found."""
+        cc = self.figures[self.corpus_stage]
+        if budget_left_s is None or cc.results < _AUTO_WARMUP_RESULTS:
+            return False
+        return budget_left_s < cc.busy_s / cc.results
+
     def _fuzz_behind(self) -> bool:
-        fz, cc = self.figures[Stage.FUZZ], self.figures[self.corpus_stage]
+        fz, cc = self.figures[self.fuzz_stage], self.figures[self.corpus_stage]
         in_flight = len(self._slices) * float(self.fuzz_options["slice_s"])
         total = fz.busy_s + cc.busy_s + in_flight
         share = self.share()
@@ -163,7 +190,8 @@ class HybridPlan:
             end += 1
         spec = pack_spec(SliceSpec(tuple(entries[sent_entries:end]), tuple(tokens[sent_tokens:])))
         sha = sha256_hex(spec)
-        work_id = work_id_for(Stage.FUZZ.value, target, sha, self._seq, self.fuzz_options)
+        stage = self.fuzz_stage.value  # also the executor's name
+        work_id = work_id_for(stage, target, sha, self._seq, self.fuzz_options)
         self._slices[work_id] = _SliceInfo(rank, target, (end, len(tokens)))
         return WorkItem(work_id, spec, sha, target, self._seq, kind=WorkKind.FUZZ_SLICE)
 
@@ -203,7 +231,7 @@ class HybridPlan:
         return added
 
     def stage_of(self, item: WorkItem) -> Stage:
-        return Stage.FUZZ if item.kind is WorkKind.FUZZ_SLICE else self.corpus_stage
+        return self.fuzz_stage if item.kind is WorkKind.FUZZ_SLICE else self.corpus_stage
 
     # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
 
@@ -223,6 +251,8 @@ class HybridPlan:
             f.busy_s = counters.get(f"stage_{s.value}_busy_ms", 0) / 1000
 
     def _stages(self) -> list[Stage]:
+        if self.mode == "native" and self.native_slices:
+            return [Stage.NATIVE, Stage.NATIVE_FUZZ]
         if self.mode in ("synthetic", "native"):
             return [Stage(self.mode)]
         return [Stage.CONCOLIC, Stage.FUZZ]
@@ -256,7 +286,9 @@ class HybridPlan:
         if self.mode == "synthetic":
             return ""
         parts = []
-        shown = ((Stage.NATIVE, "native"),) if self.mode == "native" else ((Stage.CONCOLIC, "engine"), (Stage.FUZZ, "fuzz"))
+        shown = ((Stage.CONCOLIC, "engine"), (Stage.FUZZ, "fuzz"))
+        if self.mode == "native":
+            shown = ((Stage.NATIVE, "native"), (Stage.NATIVE_FUZZ, "fuzz"))[:1 + self.native_slices]
         for stage, short in shown:
             f = self.figures[stage]
             parts.append(f"{short} {f.execs:,}x/{f.new_inputs}+/{f.edges_first}e")

@@ -183,7 +183,12 @@ class StatsSnapshot:
                  ("journal_fence_rejected", self.journal_fence_rejected)]
         for rank in ranks:
             rows.append((f"utilisation_rank_{rank}", round(self.busy_s.get(rank, 0.0) / elapsed, 4)))
+<<<<<<< HEAD
         rows += self.engine_rows
+=======
+            rows.append((f"busy_s_rank_{rank}", round(self.busy_s.get(rank, 0.0), 3)))  # committed wall
+        rows += self.engine.items()
+>>>>>>> 66e119f (native mutation slices: havoc mutator, forkserver slice child, native_fuzz executor; HybridPlan hands native campaigns slices when the engine has no work (fuzz.native_slices), NATIVE_FUZZ stage figures, slices near the budget's end; busy_s_rank_N in fuzzer_stats)
         rows += list((extra or {}).items())
         return rows
 

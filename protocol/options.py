@@ -9,6 +9,7 @@ a rule has one home. Pure data: no engine, z3 or TritonDSE import.
   A known key with a bad value is an ``OptionError`` naming the key.
 - ``NativeOptions``: the native engine and oracle (``[native]``), strict.
 - ``FuzzOptions``: one Atheris fuzz slice.
+- ``NativeFuzzOptions``: one native mutation slice through the AFL++ forkserver, strict.
 """
 
 from __future__ import annotations
@@ -179,3 +180,51 @@ class FuzzOptions:
                 raise ValueError(f"option {name} must be a positive number, not {v!r}")
             values[name] = type(default)(v)
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class NativeFuzzOptions:
+    """One native mutation slice (``worker/executors/native_fuzz.py``): ``fuzz.slice_s``,
+    ``fuzz.max_len``, ``fuzz.max_candidates`` and the oracle's keys of ``[native.options]``."""
+
+    slice_s: float = 10.0  # mutation time (the calibration of new corpus entries included)
+    max_len: int = 4096  # longest input a mutation may make (0 = 4096)
+    max_candidates: int = 1000  # kept inputs returned per slice (crashes and hangs besides)
+    max_execs: int = 0  # stop after this many executions (0 = only the clock; tests)
+    afl_target: str = "{target}.afl"
+    input: str = "stdin"
+    exec_timeout_s: float = 1.0
+    target_mem_limit_mb: int = 0
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> NativeFuzzOptions:
+        known = {f.name: f.default for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            if key not in known:
+                raise ValueError(f"native fuzz option {key}: unknown")
+            default = known[key]
+            if type(value) is bool or (type(value) is not type(default)
+                                       and not (type(default) is float and type(value) is int)):
+                raise ValueError(f"native fuzz option {key}: must be a {type(default).__name__}, got {value!r}")
+            if isinstance(value, (int, float)) and value < 0:
+                raise ValueError(f"native fuzz option {key}: must be >= 0, got {value!r}")
+            values[key] = float(value) if type(default) is float else value
+        opts = cls(**values)
+        if opts.input not in INPUT_MODES:
+            raise ValueError(f"native fuzz option input: must be one of {', '.join(INPUT_MODES)}")
+        if opts.slice_s <= 0 or opts.exec_timeout_s <= 0:
+            raise ValueError("native fuzz option slice_s/exec_timeout_s: must be > 0")
+        return opts
+
+    @classmethod
+    def for_campaign(cls, fuzz: Mapping[str, Any], native: Mapping[str, Any]) -> dict[str, Any]:
+        """A campaign's slice options (a wire map) from its ``[fuzz]`` values and ``native.options``."""
+        nat = NativeOptions.from_mapping(native)
+        return {"slice_s": float(fuzz["slice_s"]), "max_len": int(fuzz["max_len"]),
+                "max_candidates": int(fuzz["max_candidates"]), "afl_target": nat.afl_target,
+                "input": nat.input, "exec_timeout_s": nat.exec_timeout_s,
+                "target_mem_limit_mb": nat.target_mem_limit_mb}
+
+    def afl_path(self, target: str) -> str:
+        return self.afl_target.format(target=target)
