@@ -1,7 +1,7 @@
 """AFL-style havoc mutations of byte strings, deterministic given a seed (the native mutation slice's).
 
-``Mutator.mutate(parent, corpus)`` stacks 2..128 random operations on a copy of ``parent``, as
-AFL++'s havoc stage does: bit flips, random bytes, interesting 8/16/32-bit values (either byte
+``Mutator.mutate(parent, corpus)`` stacks 1..128 random operations (small stacks most often) on
+a copy of ``parent``, as AFL++'s havoc stage does: bit flips, random bytes, interesting 8/16/32-bit values (either byte
 order), add/subtract up to 35, block delete / clone / insert / overwrite, dictionary tokens
 (insert or overwrite) and, one time in ``SPLICE_ONE_IN``, a splice with another corpus entry
 first (the head of one, the tail of the other). Every result is 1..``max_len`` bytes. The only
@@ -46,7 +46,8 @@ class Mutator:
             parent = self.splice(parent, corpus[rng.randrange(len(corpus))])
         buf = bytearray(parent[:self.max_len] or b"\0")
         ops = self._ops
-        for _ in range(1 << rng.randint(1, HAVOC_STACK_POW2)):
+        # 1..128 operations, small stacks most often (a large one rarely keeps a structure).
+        for _ in range(1 << rng.randint(0, rng.randint(0, HAVOC_STACK_POW2))):
             if rng.randrange(16) == 0 and len(corpus):  # a block of another entry, in place
                 self._from_entry(buf, corpus[rng.randrange(len(corpus))])
             else:

@@ -1,0 +1,195 @@
+"""Native mutation slices (issue 22): the havoc mutator, the slice handler on a real afl-cc build
+through its forkserver, the executor over the child seam, and the plan that hands slices out."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from symfence.coordinator import config as config_mod
+from symfence.coordinator.hybrid import HybridPlan, Stage
+from symfence.coordinator.scheduler import Scheduler
+from symfence.protocol.fuzzslice import SliceSpec, pack_spec, unpack_spec
+from symfence.protocol.options import NativeFuzzOptions
+from symfence.worker.engine_api import ExitKind, Task
+from symfence.worker.native.mutate import Mutator
+from tests.native_support import compile_c, needs_afl, needs_cc
+
+# A crash behind three nested byte comparisons: each level is a new edge, so coverage-guided
+# mutation climbs them one at a time; blind mutation almost never guesses all three at once.
+LADDER = r"""
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+    unsigned char b[64];
+    long n = read(0, b, sizeof b);
+    if (n > 2 && b[0] == 'F') {
+        if (b[1] == 'U') {
+            if (b[2] == '!') abort();
+        }
+    }
+    int count = 0;
+    for (long i = 0; i < n; i++) count += b[i] == 'A';  /* hit-count buckets of one edge */
+    return count > 40;
+}
+"""
+
+
+# ------------------------------------------------------------------------------ the mutator
+
+def test_mutator_is_deterministic_given_a_seed_and_respects_max_len():
+    corpus = [b"SFRC" + bytes(28), b"hello world", bytes(range(200))]
+    runs = []
+    for _ in range(2):
+        m = Mutator(1234, max_len=64, tokens=[b"MAGIC!"])
+        runs.append([m.mutate(corpus[i % 3], corpus) for i in range(2000)])
+    assert runs[0] == runs[1]
+    other = Mutator(1235, max_len=64, tokens=[b"MAGIC!"])
+    assert [other.mutate(corpus[i % 3], corpus) for i in range(2000)] != runs[0]
+    assert all(1 <= len(x) <= 64 for x in runs[0])
+    assert len(set(runs[0])) > 1600  # mutations, not copies
+    assert sum(x != corpus[i % 3] for i, x in enumerate(runs[0])) > 1900
+    assert any(b"MAGIC!" in x for x in runs[0])  # dictionary tokens are used
+    grown = [x for x in runs[0] if len(x) > 32 and x[:4] == b"SFRC"]
+    assert grown  # blocks are inserted, not only overwritten
+    assert any(len(x) < 11 for x in runs[0])  # and deleted
+
+
+def test_mutator_never_exceeds_a_tiny_max_len_or_returns_empty():
+    m = Mutator("seed", max_len=3)
+    outs = [m.mutate(b"", [b"", b"abcdefgh"]) for _ in range(3000)]
+    assert all(1 <= len(x) <= 3 for x in outs)
+    assert len(set(outs)) > 100
+
+
+# ----------------------------------------------------------------- the slice on a real build
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("ladder")
+    plain = compile_c(folder, "ladder", LADDER)
+    compile_c(folder, "ladder.afl", LADDER, cc="afl-cc")
+    return plain
+
+
+def _slice(runner, target: Path, corpus: Path, seed: str, **options):
+    opts = NativeFuzzOptions.from_mapping({"exec_timeout_s": 1.0, **options})
+    return runner.slice(str(target), str(corpus), seed, opts)
+
+
+@needs_cc
+@needs_afl
+def test_slice_keeps_new_coverage_finds_the_crash_and_is_deterministic(ladder, tmp_path):
+    from symfence.worker.native.fuzz_slice import TOKENS_FILE, SliceRunner, new_bits
+    from symfence.protocol.coverage import MAP_SIZE
+
+    outcomes, corpora = [], []
+    for i in range(2):
+        corpus = tmp_path / f"corpus{i}"
+        corpus.mkdir()
+        (corpus / ("0" * 40)).write_bytes(b"AAAA")
+        (corpus / TOKENS_FILE).write_bytes(msgpack.packb([b"FU", b"!"]))  # the spec's dictionary
+        runner = SliceRunner(str(tmp_path))
+        try:
+            outcomes.append(_slice(runner, ladder, corpus, "fixed-seed", slice_s=120.0, max_execs=3000,
+                                   max_len=32))
+        finally:
+            runner.close()
+        corpora.append(sorted(p.name for p in corpus.iterdir()))
+    a, b = outcomes
+    assert a.status is ExitKind.OK and a.execs == 3000 and a.stats["native_fuzz_calibrated"] == 1
+    assert [(c.kind, c.data) for c in a.candidates] == [(c.kind, c.data) for c in b.candidates]
+    assert corpora[0] == corpora[1]
+    kept = [c for c in a.candidates if c.kind is ExitKind.OK]
+    crashes = [c for c in a.candidates if c.kind is ExitKind.CRASH]
+    assert len(kept) >= 3 and all(1 <= len(c.data) <= 32 for c in a.candidates)
+    assert any(c.data[:2] == b"FU" for c in kept)  # climbed the ladder
+    assert crashes and crashes[0].data[:3] == b"FU!" and "SIGABRT" in crashes[0].detail
+    assert len(crashes) == 1  # the same crash again is not new to the slice's crash map
+    # every kept input brought something new (edge or hit-count bucket) in the order found
+    virgin = bytearray(MAP_SIZE)
+    for c in kept:
+        assert new_bits(virgin, c.trace) > 0
+    # each kept input is in the corpus folder for the next slice (and the calibration of a new child)
+    assert {c.data for c in kept} <= {p.read_bytes() for p in (tmp_path / "corpus0").iterdir()}
+
+
+@needs_cc
+@needs_afl
+def test_executor_slice_over_the_seam_respects_its_time_and_keeps_the_corpus(ladder, tmp_path):
+    from symfence.worker.executors.native_fuzz import NativeFuzzExecutor
+
+    ex = NativeFuzzExecutor(workdir=str(tmp_path))
+    try:
+        spec = pack_spec(SliceSpec((b"AAAA", b"xyz"), (b"FU",)))
+        outcomes = []
+        for bound in (1, 2):
+            task = Task("a" * 64, "b" * 64, spec if bound == 1 else pack_spec(SliceSpec()), str(ladder), bound,
+                        {"slice_s": 2.0, "max_len": 16, "afl_target": "{target}.afl"})
+            t0 = time.monotonic()
+            ex.start(task)
+            while (outcome := ex.wait(0.1)) is None:
+                assert time.monotonic() - t0 < 60, "slice did not end"
+            outcomes.append((outcome, time.monotonic() - t0))
+        (first, wall1), (second, _) = outcomes
+        assert first.status is ExitKind.OK, first.error
+        assert 2.0 <= first.wall_s < 4.0 and wall1 < 30  # the slice clock, plus a child start-up
+        assert first.execs > 100 and first.stats["native_fuzz_calibrated"] == 2
+        assert second.status is ExitKind.OK and second.stats["native_fuzz_calibrated"] == 0  # same child
+        folder = Path(ex.corpus_dir(str(ladder)))
+        kept = [c.data for c in first.candidates if c.kind is ExitKind.OK]
+        assert kept and set(kept) <= {p.read_bytes() for p in folder.iterdir() if len(p.name) == 40}
+        assert second.stats["native_fuzz_corpus"] >= 2 + len(kept)  # the next slice starts from them
+        ex.start(Task("a" * 64, "c" * 64, b"not a spec", str(ladder), 3, {"slice_s": 1.0}))
+        bad = ex.wait(5)
+        assert bad is not None and bad.status is ExitKind.ERROR and "bad native fuzz slice" in bad.error
+        ex.start(Task("a" * 64, "c" * 64, spec, str(ladder), 4, {"slice_s": 1.0, "bogus": 1}))
+        bad = ex.wait(5)
+        assert bad is not None and bad.status is ExitKind.ERROR and "bogus" in bad.error
+    finally:
+        ex.close()
+    assert not os.path.exists(folder)
+
+
+# ---------------------------------------------------------------------------------- the plan
+
+def _native_cfg(tmp_path: Path, **fuzz) -> config_mod.Config:
+    raw = {"campaign": {"executor": "native", "targets": ["./prog"], "duration_s": 30},
+           "native": {"options": {"oracle": "forkserver"}}, "fuzz": {"slice_s": 5.0, **fuzz}}
+    return config_mod.parse(raw, tmp_path / "c.toml")
+
+
+def test_plan_hands_native_slices_to_a_rank_without_engine_work(tmp_path):
+    plan = HybridPlan.from_config(_native_cfg(tmp_path, share=0.0))
+    assert plan.fuzz_on and plan.fuzz_stage is Stage.NATIVE_FUZZ
+    plan.add_entry("./prog", b"seed")
+    sched = Scheduler()
+    item = plan.pick(1, sched)
+    assert item is not None and item.stage == "native_fuzz" and plan.stage_of(item) is Stage.NATIVE_FUZZ
+    assert unpack_spec(item.data).entries == (b"seed",)
+    assert plan.pick(1, sched) is None  # one slice per rank at a time
+    opts = NativeFuzzOptions.from_mapping(plan.slice_options(3.04))  # the wire options parse
+    assert opts.slice_s == 3.0 and opts.afl_target == "{target}.afl"
+    plan.slice_ended(item, committed=True)
+    assert unpack_spec(plan.pick(1, sched).data).entries == ()  # acknowledged: not resent
+    assert "native_fuzz_busy_s" in plan.stat_items() and "fuzz " in plan.status_text()
+    assert "stage_native_fuzz_results" in plan.counters()
+
+
+def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
+    off = HybridPlan.from_config(_native_cfg(tmp_path, native_slices=False))
+    assert not off.fuzz_on and off.pick(1, Scheduler()) is None
+    raw = {"campaign": {"executor": "native", "targets": ["./prog"]}, "native": {"options": {}}}
+    assert not HybridPlan.from_config(config_mod.parse(raw, tmp_path / "c.toml")).fuzz_on  # oracle "engine"
+    with pytest.raises(config_mod.ConfigError) as err:
+        _native_cfg(tmp_path, native_slices="yes")
+    assert err.value.key == "fuzz.native_slices"
+    raw = {"campaign": {"executor": "native", "targets": ["./p"]}, "dispatch": {"deadline_s": 10},
+           "native": {"options": {"oracle": "forkserver"}}}
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.parse(raw, tmp_path / "c.toml")
+    assert err.value.key == "dispatch.deadline_s"  # a 10 s slice could not finish in time
