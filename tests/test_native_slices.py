@@ -4,6 +4,7 @@ through its forkserver, the executor over the child seam, and the plan that hand
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from symfence.protocol.fuzzslice import SliceSpec, pack_spec, unpack_spec
 from symfence.protocol.options import NativeFuzzOptions
 from symfence.worker.engine_api import ExitKind, Task
 from symfence.worker.native.mutate import Mutator
-from tests.native_support import compile_c, needs_afl, needs_cc
+from tests.native_support import compile_c, needs_afl, needs_cc, needs_tritondse
 
 # A crash behind three nested byte comparisons: each level is a new edge, so coverage-guided
 # mutation climbs them one at a time; blind mutation almost never guesses all three at once.
@@ -193,3 +194,46 @@ def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.parse(raw, tmp_path / "c.toml")
     assert err.value.key == "dispatch.deadline_s"  # a 10 s slice could not finish in time
+
+
+# ------------------------------------------------------------------------- under real mpiexec
+
+@pytest.mark.mpi
+@needs_cc
+@needs_afl
+@needs_tritondse
+def test_native_campaign_keeps_workers_busy_with_slices_until_the_budget(ladder, tmp_path):
+    """The engine is given nothing to do (max_candidates = 0: the seeds are its whole search);
+    without slices the campaign ends at once, "work exhausted"; with them both workers mutate
+    through the forkserver until the budget, and their finds are committed to the corpus."""
+    from tests.mpi_helpers import run_campaign
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "a").write_bytes(b"AAAA")
+    cfg = {"campaign": {"executor": "native", "targets": [str(ladder)], "seeds": str(seeds),
+                        "duration_s": 16},
+           "dispatch": {"depth": 2, "deadline_s": 60},
+           "fuzz": {"slice_s": 4.0, "native_slices": False},
+           "native": {"options": {"oracle": "forkserver", "max_candidates": 0, "engine_timeout_s": 20.0}},
+           "triage": {"minimize": False}, "stats": {"interval_s": 0.5}}
+    (tmp_path / "before").mkdir()
+    before = run_campaign(tmp_path / "before", cfg, ranks=3, timeout_s=120)
+    assert before.code == 0, before.explain()
+    assert "campaign finished: work exhausted" in before.stdout
+
+    cfg["fuzz"]["native_slices"] = True
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150)
+    assert run.code == 0, run.explain()
+    assert "campaign finished: duration reached" in run.stdout and "VIOLATED" not in run.stdout
+    stats = dict(line.split(" : ", 1) for line in (run.out / "fuzzer_stats").read_text().splitlines())
+    stats = {k.strip(): v.strip() for k, v in stats.items()}
+    assert int(stats["native_fuzz_results"]) >= 4  # several slices per worker
+    assert int(stats["native_fuzz_new_inputs"]) >= 2 and int(stats["native_fuzz_edges_first"]) >= 1
+    db = sqlite3.connect(run.out / "journal.sqlite")
+    origins = dict(db.execute("SELECT origin, count(*) FROM corpus GROUP BY origin").fetchall())
+    db.close()
+    assert origins.get("native_fuzz", 0) == int(stats["native_fuzz_new_inputs"])
+    assert int(stats["native_results"]) > 1  # the engine ran the slices' finds too
+    for rank in (1, 2):  # loose on a loaded machine: bench/bench_busy.py measures the goal
+        assert float(stats[f"busy_s_rank_{rank}"]) >= 0.5 * 16, stats

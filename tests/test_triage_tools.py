@@ -265,7 +265,8 @@ def native_campaign(tmp_path_factory) -> Path:
     (folder / "campaign.toml").write_text(
         '[campaign]\nexecutor = "native"\ntargets = ["./record"]\nseeds = "seeds"\nduration_s = 60\n'
         'ranks = 2\n'
-        '[dispatch]\ndeadline_s = 120\n[native.options]\nexec_timeout_s = 0.5\nengine_timeout_s = 10.0\n'
+        '[dispatch]\ndeadline_s = 120\n[fuzz]\nnative_slices = false\n'  # ends when the engine's work does
+        '[native.options]\nexec_timeout_s = 0.5\nengine_timeout_s = 10.0\n'
         f'oracle = "{"forkserver" if HAVE_AFL else "engine"}"\n')
     r = symfence("run", "campaign.toml", "--out", "out", "--no-status", cwd=folder, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
