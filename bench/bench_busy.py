@@ -1,0 +1,100 @@
+"""Busy share of every worker over a campaign's budget, engine only vs engine + mutation slices (issue 22).
+
+Four short campaigns under mpiexec, 1 coordinator + 2 workers (``ranks = 3``), each with the
+same budget (``--budget``, default 40 s):
+- native (configs/native.toml on examples/native/record and tlv, TritonDSE + forkserver oracle,
+  built with afl-cc into a temporary folder): ``fuzz.native_slices = false`` (the engine only:
+  before) and ``true`` (idle slots get native havoc slices through the forkserver: after);
+- Python (configs/hybrid.toml's targets): ``executor = "concolic"`` (the engine only: before)
+  and ``"hybrid"`` (Atheris slices fill idle slots: after).
+Per worker: **committed busy share** = the coordinator's sum of the committed tasks' wall time
+for that rank (``busy_s_rank_N`` in fuzzer_stats: what the worker reported, capped by what rank 0
+measured) / budget; and the worker's own busy share (``busy_s`` of its STOP_ACK totals: time
+inside a task, child start-ups and tasks cancelled at the stop included) / budget. A campaign
+that ends before its budget ("work exhausted") counts the rest as idle. Edges = ``edges_found``.
+Results: bench/results/busy.{md,json}. The goal: committed busy share >= 95% for every worker
+after, in both hybrids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from bench.common import campaign, machine, save
+from tests.mpi_helpers import ROOT
+
+GOAL = 0.95
+
+
+def native_cfg(build: Path, budget_s: float, slices: bool) -> dict[str, Any]:
+    cfg = tomllib.loads((ROOT / "configs" / "native.toml").read_text())
+    cfg["campaign"].update(targets=[str(build / "record"), str(build / "tlv")], duration_s=budget_s, ranks=3)
+    cfg["campaign"].pop("output", None)
+    cfg["native"]["options"]["oracle"] = "forkserver"
+    cfg.setdefault("fuzz", {}).update(native_slices=slices)
+    return cfg
+
+
+def python_cfg(budget_s: float, slices: bool) -> dict[str, Any]:
+    cfg = tomllib.loads((ROOT / "configs" / "hybrid.toml").read_text())
+    cfg["campaign"].update(executor="hybrid" if slices else "concolic", duration_s=budget_s, ranks=3)
+    cfg["campaign"].pop("output", None)
+    return cfg
+
+
+def measure(tmp: Path, cfg: dict[str, Any], budget_s: float) -> dict[str, Any]:
+    run = campaign(tmp, cfg, ranks=3, timeout_s=budget_s + 180)
+    stats = run.stats()
+    own = {e["worker"]: e["totals"].get("busy_s", 0.0) for e in run.events() if e["event"] == "worker.stopped"}
+    end = next(e["reason"] for e in run.events() if e["event"] == "campaign.finished")
+    ranks = sorted(int(k.rsplit("_", 1)[1]) for k in stats if k.startswith("busy_s_rank_"))
+    return {"end": end, "edges": int(stats["edges_found"]), "execs": int(stats["execs_done"]),
+            "committed": {r: float(stats[f"busy_s_rank_{r}"]) / budget_s for r in ranks},
+            "own": {r: float(own.get(r, 0.0)) / budget_s for r in ranks},
+            "stages": {k: stats[k] for k in stats if k.endswith(("_busy_s", "_results", "_edges_first"))
+                       and not k.startswith("stage_")}}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget", type=float, default=40.0, help="seconds per campaign (default 40)")
+    p.add_argument("--only", choices=("native", "python"), help="run one of the two hybrids")
+    args = p.parse_args()
+    budget = args.budget
+    rows: list[list[Any]] = []
+    raw: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="symfence-bench-busy-") as tmp_s:
+        tmp = Path(tmp_s)
+        plans = []
+        if args.only in (None, "native"):
+            from examples.native.build import build
+
+            build(tmp / "build", afl=True)
+            plans += [("native", "engine only", native_cfg(tmp / "build", budget, False)),
+                      ("native", "engine + slices", native_cfg(tmp / "build", budget, True))]
+        if args.only in (None, "python"):
+            plans += [("python", "engine only", python_cfg(budget, False)),
+                      ("python", "engine + slices", python_cfg(budget, True))]
+        for i, (kind, what, cfg) in enumerate(plans):
+            result = measure(tmp / f"run{i}", cfg, budget)
+            raw[f"{kind} {what}"] = result
+            for rank in sorted(result["committed"]):
+                rows.append([kind, what, rank, f"{100 * result['committed'][rank]:.1f}%",
+                             f"{100 * result['own'][rank]:.1f}%", result["edges"], result["execs"], result["end"]])
+            print(f"{kind} / {what}: {result}", flush=True)
+    headers = ["hybrid", "stages", "worker rank", "committed busy / budget", "worker's own busy / budget",
+               "edges", "execs", "end"]
+    after = [r for r in rows if r[1] == "engine + slices"]
+    met = all(float(r[3].rstrip("%")) >= 100 * GOAL for r in after)
+    text = save("busy", headers, rows, {"budget_s": budget, "goal": GOAL, "goal_met": met, "runs": raw})
+    print(text)
+    print(f"goal (every worker >= {GOAL:.0%} of the budget with slices): {'met' if met else 'MISSED'}"
+          f"  [{machine()}, budget {budget:g} s per campaign]")
+
+
+if __name__ == "__main__":
+    main()
