@@ -9,8 +9,8 @@ same budget (``--budget``, default 40 s):
   and ``"hybrid"`` (Atheris slices fill idle slots: after).
 Per worker: **committed busy share** = the coordinator's sum of the committed tasks' wall time
 for that rank (``busy_s_rank_N`` in fuzzer_stats: what the worker reported, capped by what rank 0
-measured) / budget; and the worker's own busy share (``busy_s`` of its STOP_ACK totals: time
-inside a task, child start-ups and tasks cancelled at the stop included) / budget. A campaign
+measured) / budget; and the worker's own busy share (``busy_s`` + ``aborted_busy_ms`` of its
+STOP_ACK totals: time inside a task, child start-ups and the task cut at the stop included) / budget. A campaign
 that ends before its budget ("work exhausted") counts the rest as idle. Edges = ``edges_found``.
 Results: bench/results/busy.{md,json}. The goal: committed busy share >= 95% for every worker
 after, in both hybrids.
@@ -49,12 +49,14 @@ def python_cfg(budget_s: float, slices: bool) -> dict[str, Any]:
 def measure(tmp: Path, cfg: dict[str, Any], budget_s: float) -> dict[str, Any]:
     run = campaign(tmp, cfg, ranks=3, timeout_s=budget_s + 180)
     stats = run.stats()
-    own = {e["worker"]: e["totals"].get("busy_s", 0.0) for e in run.events() if e["event"] == "worker.stopped"}
+    totals = {e["worker"]: e["totals"] for e in run.events() if e["event"] == "worker.stopped"}
+    own = {w: t.get("busy_s", 0.0) + t.get("aborted_busy_ms", 0) / 1000 for w, t in totals.items()}
     end = next(e["reason"] for e in run.events() if e["event"] == "campaign.finished")
     ranks = sorted(int(k.rsplit("_", 1)[1]) for k in stats if k.startswith("busy_s_rank_"))
     return {"end": end, "edges": int(stats["edges_found"]), "execs": int(stats["execs_done"]),
             "committed": {r: float(stats[f"busy_s_rank_{r}"]) / budget_s for r in ranks},
             "own": {r: float(own.get(r, 0.0)) / budget_s for r in ranks},
+            "cut_at_stop_s": {r: totals.get(r, {}).get("aborted_busy_ms", 0) / 1000 for r in ranks},
             "stages": {k: stats[k] for k in stats if k.endswith(("_busy_s", "_results", "_edges_first"))
                        and not k.startswith("stage_")}}
 
@@ -63,12 +65,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=float, default=40.0, help="seconds per campaign (default 40)")
     p.add_argument("--only", choices=("native", "python"), help="run one of the two hybrids")
+    p.add_argument("--keep", type=Path, help="keep the campaigns' output folders here")
     args = p.parse_args()
     budget = args.budget
     rows: list[list[Any]] = []
     raw: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="symfence-bench-busy-") as tmp_s:
-        tmp = Path(tmp_s)
+        tmp = args.keep or Path(tmp_s)
         plans = []
         if args.only in (None, "native"):
             from examples.native.build import build
@@ -84,10 +87,11 @@ def main() -> None:
             raw[f"{kind} {what}"] = result
             for rank in sorted(result["committed"]):
                 rows.append([kind, what, rank, f"{100 * result['committed'][rank]:.1f}%",
-                             f"{100 * result['own'][rank]:.1f}%", result["edges"], result["execs"], result["end"]])
+                             f"{100 * result['own'][rank]:.1f}%", result["cut_at_stop_s"][rank],
+                             result["edges"], result["execs"], result["end"]])
             print(f"{kind} / {what}: {result}", flush=True)
     headers = ["hybrid", "stages", "worker rank", "committed busy / budget", "worker's own busy / budget",
-               "edges", "execs", "end"]
+               "of it cut at the stop (s)", "edges", "execs", "end"]
     after = [r for r in rows if r[1] == "engine + slices"]
     met = all(float(r[3].rstrip("%")) >= 100 * GOAL for r in after)
     text = save("busy", headers, rows, {"budget_s": budget, "goal": GOAL, "goal_met": met, "runs": raw})

@@ -30,7 +30,7 @@ from symfence.worker.executors.native import NativeExecutor
 from symfence.worker.executors.synthetic import SyntheticExecutor
 from symfence.worker.loop import Worker
 from symfence.worker.sender import ResultSender
-from tests.native_support import HAVE_CC, HAVE_TRITONDSE, compile_c
+from tests.native_support import HAVE_AFL, HAVE_CC, HAVE_TRITONDSE, compile_c
 
 TARGET = "examples.longnames.target:target"
 TOKEN = "a" * 64
@@ -104,6 +104,16 @@ def outcomes(tmp_path_factory) -> dict[str, list[tuple[Task, Outcome]]]:
             for data in (b"NL!" + bytes(8), bytes(12)):
                 t = _task(data, str(binary))
                 made["native"].append((t, _run(native, t)))
+    if HAVE_CC and HAVE_AFL:
+        binary = compile_c(tmp_path_factory.mktemp("native_fuzz"), "longnamed", NATIVE_SOURCE)
+        compile_c(binary.parent, "longnamed.afl", NATIVE_SOURCE, cc="afl-cc")
+        slicer = make_executor("native_fuzz")
+        try:
+            spec = pack_spec(SliceSpec((b"NL" + bytes(8),), (b"NL!",)))
+            t = Task(TOKEN, "e" * 64, spec, str(binary), 1, {"slice_s": 1.0, "exec_timeout_s": 0.5})
+            made["native_fuzz"].append((t, _run(slicer, t)))
+        finally:
+            slicer.close()
     return made
 
 
@@ -119,6 +129,7 @@ def _assemble(task: Task, outcome: Outcome) -> tuple[Outcome, bytes, list]:
 
 def test_every_executor_kind_ran(outcomes):
     native = {"native"} if HAVE_CC and HAVE_TRITONDSE else set()
+    native |= {"native_fuzz"} if HAVE_CC and HAVE_AFL else set()
     expected = {"synthetic", "concolic", "traced", "fuzz"} | native
     assert set(outcomes) == expected
     assert any(o.status is ExitKind.CRASH or any(c.kind is ExitKind.CRASH for c in o.candidates)
@@ -128,13 +139,13 @@ def test_every_executor_kind_ran(outcomes):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kind=st.sampled_from(["synthetic", "concolic", "traced", "fuzz", "native"]),
+@given(kind=st.sampled_from(["synthetic", "concolic", "traced", "fuzz", "native", "native_fuzz"]),
        names=st.lists(NAMES, min_size=1, max_size=80), deep=st.integers(0, 1500))
 def test_nothing_an_executor_produces_is_refused(outcomes, kind, names, deep):
     """Each real outcome, with counters, tracebacks and tokens named the way code names things
     (as the engine names its counters: `stats_key`), is sent and decodes as it was made."""
     if kind not in outcomes:
-        pytest.skip(f"{kind}: needs cc and tritondse")
+        pytest.skip(f"{kind}: needs cc and tritondse (native) or AFL++ (native_fuzz)")
     for task, outcome in outcomes[kind]:
         stats = dict(outcome.stats)
         for i, name in enumerate(names):

@@ -253,6 +253,7 @@ class Worker:
             if self.running is not None:
                 self.running_executor.abort()
                 self.running = None
+                self.counters["aborted_busy_ms"] += int((time.monotonic() - self._t0) * 1000)
         else:
             self.counters["control_unexpected"] += 1
 
@@ -269,6 +270,7 @@ class Worker:
             self.running_executor.abort()
             self.running = None
             self.counters["cancelled_running"] += 1
+            self.counters["aborted_busy_ms"] += int((time.monotonic() - self._t0) * 1000)  # not in busy_s
             log.info("task.cancelled", token=token[:16], where="running")
 
     def _heartbeat(self) -> None:

@@ -95,10 +95,13 @@ class TracedExecutor:
                 candidates.append(replace(c, trace=t.trace, kind=ExitKind(t.status), detail=t.detail))
         stats = dict(outcome.stats)
         stats["trace_execs"] = stats.get("trace_execs", 0) + len(traced)
-        stats["trace_us"] = stats.get("trace_us", 0) + int((time.perf_counter() - self._traced_at) * 1e6)
+        traced_s = time.perf_counter() - self._traced_at
+        stats["trace_us"] = stats.get("trace_us", 0) + int(traced_s * 1e6)
         if diverged:
             stats["trace_plain_findings"] = diverged
-        return replace(outcome, trace=trace, candidates=tuple(candidates), stats=stats)
+        # The task's wall time includes its tracing: busy shares and cost figures count it.
+        return replace(outcome, trace=trace, candidates=tuple(candidates), stats=stats,
+                       wall_s=outcome.wall_s + traced_s)
 
     def _combine(self, inner: dict, real: dict) -> dict:
         if not self.keep_inner:
