@@ -10,8 +10,9 @@ same budget (``--budget``, default 40 s):
 Per worker: **committed busy share** = the coordinator's sum of the committed tasks' wall time
 for that rank (``busy_s_rank_N`` in fuzzer_stats: what the worker reported, capped by what rank 0
 measured) / budget; and the worker's own busy share (``busy_s`` + ``aborted_busy_ms`` of its
-STOP_ACK totals: time inside a task, child start-ups and the task cut at the stop included) / budget. A campaign
-that ends before its budget ("work exhausted") counts the rest as idle. Edges = ``edges_found``.
+STOP_ACK totals: time inside a task, child start-ups and the task cut at the stop included) /
+budget. A campaign that ends before its budget ("work exhausted") counts the rest as idle.
+Edges = ``edges_found``.
 Results: bench/results/busy.{md,json}. The goal: committed busy share >= 95% for every worker
 after, in both hybrids.
 """

@@ -206,7 +206,8 @@ class NativeFuzzOptions:
             default = known[key]
             if type(value) is bool or (type(value) is not type(default)
                                        and not (type(default) is float and type(value) is int)):
-                raise ValueError(f"native fuzz option {key}: must be a {type(default).__name__}, got {value!r}")
+                raise ValueError(f"native fuzz option {key}: must be a {type(default).__name__}, "
+                                 f"got {value!r}")
             if isinstance(value, (int, float)) and value < 0:
                 raise ValueError(f"native fuzz option {key}: must be >= 0, got {value!r}")
             values[key] = float(value) if type(default) is float else value

@@ -129,7 +129,8 @@ def test_executor_slice_over_the_seam_respects_its_time_and_keeps_the_corpus(lad
         spec = pack_spec(SliceSpec((b"AAAA", b"xyz"), (b"FU",)))
         outcomes = []
         for bound in (1, 2):
-            task = Task("a" * 64, "b" * 64, spec if bound == 1 else pack_spec(SliceSpec()), str(ladder), bound,
+            data = spec if bound == 1 else pack_spec(SliceSpec())
+            task = Task("a" * 64, "b" * 64, data, str(ladder), bound,
                         {"slice_s": 2.0, "max_len": 16, "afl_target": "{target}.afl"})
             t0 = time.monotonic()
             ex.start(task)

@@ -57,8 +57,8 @@ class NativeFuzzAdapter:
 
     def died(self, run: Running[NativeFuzzOptions], how: str, child: ChildProcess) -> Outcome:
         tail = child.stderr_tail(2000).decode(errors="replace")
-        return Outcome(ExitKind.ERROR, candidates=tuple(run.candidates), wall_s=time.monotonic() - run.started,
-                       stats={"child_restarts": 1},
+        return Outcome(ExitKind.ERROR, candidates=tuple(run.candidates),
+                       wall_s=time.monotonic() - run.started, stats={"child_restarts": 1},
                        error=f"native fuzz child process {how} in its {run.phase.value} phase\n{tail}")
 
 

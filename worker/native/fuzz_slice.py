@@ -83,8 +83,10 @@ class SliceRunner:
         if key not in self.oracles:
             from symfence.worker.native.forkserver import ForkserverOracle
 
-            self.oracles[key] = ForkserverOracle(key[0], input_mode=opts.input, exec_timeout_s=opts.exec_timeout_s,
-                                                 mem_limit_mb=opts.target_mem_limit_mb, work_dir=self.work_dir)
+            self.oracles[key] = ForkserverOracle(key[0], input_mode=opts.input,
+                                                 exec_timeout_s=opts.exec_timeout_s,
+                                                 mem_limit_mb=opts.target_mem_limit_mb,
+                                                 work_dir=self.work_dir)
         return self.oracles[key]
 
     def run(self, request: RunTask, events: Events) -> Outcome:
@@ -116,7 +118,8 @@ class SliceRunner:
             return time.monotonic() >= deadline or bool(opts.max_execs and execs >= opts.max_execs)
 
         def finding(data: bytes, kind: ExitKind, trace: dict[int, int], detail: str) -> None:
-            if len(findings) >= MAX_FINDINGS or not new_bits(hang_map if kind is ExitKind.HANG else crash_map, trace):
+            seen = hang_map if kind is ExitKind.HANG else crash_map
+            if len(findings) >= MAX_FINDINGS or not new_bits(seen, trace):
                 return
             found = CandidateOut(data, salted(trace, salt), kind, 0, detail)
             findings.append(found)
