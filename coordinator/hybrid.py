@@ -4,10 +4,11 @@
 (Atheris only), ``synthetic`` (benchmarks) or ``native`` (TritonDSE / SymCC, and native mutation
 slices through the AFL++ forkserver while ``fuzz.native_slices`` is on and the oracle has an
 afl-cc build: ``worker/executors/native_fuzz.py``; they play the fuzz slices' part below).
-Corpus entries are work items of the corpus stage (the engine), scheduled by ``Scheduler`` with
-the fuzzer's finds first; fuzz slices are transient work items made here on demand (not in the
-journal: a lost slice is simply not redone). Each slice carries the corpus entries and dictionary tokens of its target that its rank has not acknowledged
-yet (a rank acknowledges by a committed slice result), as a ``protocol.fuzzslice`` spec.
+Corpus entries are work items of the corpus stage (the engine), scheduled by ``Scheduler`` with the
+fuzzer's finds first; fuzz slices are transient work items made here on demand (not in the journal:
+a lost slice is simply not redone). Each slice carries the corpus entries and dictionary tokens of
+its target that its rank has not acknowledged yet (a rank acknowledges by a committed slice result),
+as a ``protocol.fuzzslice`` spec.
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
 rate of first-found edges per busy second decides, clamped to [0.2, 0.8] (0.5 until both stages

@@ -1,11 +1,11 @@
 """AFL-style havoc mutations of byte strings, deterministic given a seed (the native mutation slice's).
 
-``Mutator.mutate(parent, corpus)`` stacks 1..128 random operations (small stacks most often) on
-a copy of ``parent``, as AFL++'s havoc stage does: bit flips, random bytes, interesting
-8/16/32-bit values (either byte order), add/subtract up to 35, block delete / clone / insert /
-overwrite, dictionary tokens (insert or overwrite) and, one time in ``SPLICE_ONE_IN``, a splice with another corpus entry
-first (the head of one, the tail of the other). Every result is 1..``max_len`` bytes. The only
-randomness is one ``random.Random(seed)``: the same seed, parents and corpus give the same
+``Mutator.mutate(parent, corpus)`` stacks 1..128 random operations (small stacks most often) on a
+copy of ``parent``, as AFL++'s havoc stage does: bit flips, random bytes, interesting 8/16/32-bit
+values (either byte order), add/subtract up to 35, block delete / clone / insert / overwrite,
+dictionary tokens (insert or overwrite) and, one time in ``SPLICE_ONE_IN``, a splice with another
+corpus entry first (the head of one, the tail of the other). Every result is 1..``max_len`` bytes.
+The only randomness is one ``random.Random(seed)``: the same seed, parents and corpus give the same
 inputs.
 """
 
