@@ -62,6 +62,7 @@ class Triage:
         self.jobs: dict[WorkId, MinJob] = {}
         self.minimized = 0
         self.min_failed = 0
+        self.cut: set[WorkId] = set()  # dispatched with a budget cut to the campaign's end
 
     # -- identity -------------------------------------------------------------------------------
 
@@ -109,11 +110,19 @@ class Triage:
         wid = work_id_for(EXECUTOR, job.target, sha, 0, named)
         return WorkItem(wid, job.data, sha, job.target, 0, kind=WorkKind.MINIMIZATION)
 
-    def options_for(self, item: WorkItem) -> dict[str, Any]:
+    def options_for(self, item: WorkItem, budget_left_s: float | None = None) -> dict[str, Any]:
+        """A minimization's options; its budget cut to what is left of the campaign's (>= 2 s), so
+        it ends with the campaign, not cancelled at the stop with its work lost."""
         job = self.jobs[item.work_id]
+        budget = self.budget_s
+        if budget_left_s is not None and budget_left_s < budget:
+            budget = max(2.0, round(budget_left_s, 1))
+            self.cut.add(item.work_id)
+        else:
+            self.cut.discard(item.work_id)
         return {**self.base_options, f"{OPTION_PREFIX}executor": self.base_executor,
                 f"{OPTION_PREFIX}kind": job.kind, f"{OPTION_PREFIX}identity": job.identity,
-                f"{OPTION_PREFIX}budget_s": self.budget_s}
+                f"{OPTION_PREFIX}budget_s": budget}
 
     # -- resume ---------------------------------------------------------------------------------
 
@@ -148,6 +157,8 @@ class Triage:
     def done(self, item: WorkItem, result: Result, source: int, now_s: float) -> None:
         """Its result came back (fenced and current): keep the smaller input if it is one."""
         job = self.jobs.pop(item.work_id, None)
+        cut = item.work_id in self.cut
+        self.cut.discard(item.work_id)
         if job is None:
             return
         best = None
@@ -161,12 +172,13 @@ class Triage:
             log.warning("finding.minimize_failed", kind=job.kind, finding_id=job.finding_id, rank=source,
                         status=result.status.value, error=result.error[-300:])
             best = job.data  # recorded as its own minimum: not retried on every --resume
-        self.journal.note_triage(job.kind, job.finding_id, min_data=best, min_s=now_s)
+        if not cut:  # one cut by the campaign's end is saved as far as it got, and owed on --resume
+            self.journal.note_triage(job.kind, job.finding_id, min_data=best, min_s=now_s)
         path = self.out.minimized(job.kind, job.name, best)
         self.minimized += 1
         log.info("finding.minimized", kind=job.kind, finding_id=job.finding_id, rank=source,
                  original_bytes=len(job.data), minimized_bytes=len(best), path=str(path),
-                 execs=result.cost.execs, wall_s=round(result.cost.wall_s, 2))
+                 execs=result.cost.execs, wall_s=round(result.cost.wall_s, 2), cut_by_budget=cut)
 
     def revoked(self, item: WorkItem, *, give_up: bool, attempts: int, avoid: frozenset[int]) -> None:
         """Its dispatch was revoked: requeue it, or give up (the finding stays unminimized and is

@@ -118,7 +118,8 @@ class MinimizationKind(KindHandler):
     plain = False
 
     def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
-        return triage_mod.EXECUTOR, c.triage.options_for(item)
+        left = c._duration_s - (now - c._t0) if c._duration_s else None  # it ends with the budget
+        return triage_mod.EXECUTOR, c.triage.options_for(item, left)
 
     def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:

@@ -238,3 +238,41 @@ def test_native_campaign_keeps_workers_busy_with_slices_until_the_budget(ladder,
     assert int(stats["native_results"]) > 1  # the engine ran the slices' finds too
     for rank in (1, 2):  # loose on a loaded machine: bench/bench_busy.py measures the goal
         assert float(stats[f"busy_s_rank_{rank}"]) >= 0.5 * 16, stats
+
+
+class _TriageRows:
+    """The journal's one triage call Triage.done makes, recorded (a stand-in for the journal)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, int, bytes | None]] = []
+
+    def note_triage(self, kind: str, ident: int, *, min_data: bytes | None = None, **_: object) -> None:
+        self.rows.append((kind, ident, min_data))
+
+
+def test_minimization_near_the_end_is_cut_to_the_budget_and_owed_on_resume(tmp_path):
+    """A minimization dispatched with less budget left than minimize_budget_s gets what is left
+    (it ends with the campaign instead of being cancelled at the stop with its work lost); what it
+    reached is saved, but the journal does not record it as final, so --resume minimizes it again."""
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.triage import MinJob, Triage
+    from symfence.protocol.ids import sha256_hex
+    from symfence.protocol.messages import Candidate, Cost, Result, Status
+
+    rows = _TriageRows()
+    triage = Triage(OutputDir(tmp_path / "out"), rows, base_executor="native", base_options={}, budget_s=60.0)
+    data = b"crash-input-of-some-length"
+    for budget_left, cut in ((500.0, False), (7.04, True), (0.5, True)):
+        job = MinJob("crash", 0, "./prog", data, "key", "id:000000,sig:X")
+        item = triage.task_for(job)
+        triage.jobs[item.work_id] = job
+        options = triage.options_for(item, budget_left)
+        assert options["minimize_budget_s"] == (60.0 if not cut else max(2.0, round(budget_left, 1)))
+        smaller = b"crash"
+        result = Result("a" * 64, item.work_id, Status.OK,
+                        (Candidate(smaller, sha256_hex(smaller), kind=Status.CRASH),), Cost(1.0, 1.0, 0, 10))
+        rows.rows.clear()
+        triage.done(item, result, 1, 10.0)
+        assert rows.rows == ([] if cut else [("crash", 0, smaller)])
+        assert (tmp_path / "out" / "minimized" / "crashes" / job.name).read_bytes() == smaller
+    assert not triage.cut
