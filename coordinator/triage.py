@@ -62,7 +62,7 @@ class Triage:
         self.jobs: dict[WorkId, MinJob] = {}
         self.minimized = 0
         self.min_failed = 0
-        self.cut: set[WorkId] = set()  # dispatched with a budget cut to the campaign's end
+        self.cut: dict[WorkId, float] = {}  # dispatched with a budget cut to the campaign's end
 
     # -- identity -------------------------------------------------------------------------------
 
@@ -116,10 +116,9 @@ class Triage:
         job = self.jobs[item.work_id]
         budget = self.budget_s
         if budget_left_s is not None and budget_left_s < budget:
-            budget = max(2.0, round(budget_left_s, 1))
-            self.cut.add(item.work_id)
+            budget = self.cut[item.work_id] = max(2.0, round(budget_left_s, 1))
         else:
-            self.cut.discard(item.work_id)
+            self.cut.pop(item.work_id, None)
         return {**self.base_options, f"{OPTION_PREFIX}executor": self.base_executor,
                 f"{OPTION_PREFIX}kind": job.kind, f"{OPTION_PREFIX}identity": job.identity,
                 f"{OPTION_PREFIX}budget_s": budget}
@@ -157,8 +156,8 @@ class Triage:
     def done(self, item: WorkItem, result: Result, source: int, now_s: float) -> None:
         """Its result came back (fenced and current): keep the smaller input if it is one."""
         job = self.jobs.pop(item.work_id, None)
-        cut = item.work_id in self.cut
-        self.cut.discard(item.work_id)
+        cut_to = self.cut.pop(item.work_id, None)  # and it ran to that cut: its minimum is not final
+        cut = cut_to is not None and result.cost.wall_s >= 0.9 * cut_to
         if job is None:
             return
         best = None

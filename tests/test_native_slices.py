@@ -253,7 +253,8 @@ class _TriageRows:
 def test_minimization_near_the_end_is_cut_to_the_budget_and_owed_on_resume(tmp_path):
     """A minimization dispatched with less budget left than minimize_budget_s gets what is left
     (it ends with the campaign instead of being cancelled at the stop with its work lost); what it
-    reached is saved, but the journal does not record it as final, so --resume minimizes it again."""
+    reached is saved, but if it ran to that cut the journal does not record it as final, so
+    --resume minimizes it again."""
     from symfence.coordinator.outputs import OutputDir
     from symfence.coordinator.triage import MinJob, Triage
     from symfence.protocol.ids import sha256_hex
@@ -262,15 +263,16 @@ def test_minimization_near_the_end_is_cut_to_the_budget_and_owed_on_resume(tmp_p
     rows = _TriageRows()
     triage = Triage(OutputDir(tmp_path / "out"), rows, base_executor="native", base_options={}, budget_s=60.0)
     data = b"crash-input-of-some-length"
-    for budget_left, cut in ((500.0, False), (7.04, True), (0.5, True)):
+    for budget_left, wall_s, cut in ((500.0, 60.0, False), (7.04, 7.0, True), (0.5, 2.0, True),
+                                     (30.0, 3.0, False)):  # the last one finished within its cut
         job = MinJob("crash", 0, "./prog", data, "key", "id:000000,sig:X")
         item = triage.task_for(job)
         triage.jobs[item.work_id] = job
         options = triage.options_for(item, budget_left)
-        assert options["minimize_budget_s"] == (60.0 if not cut else max(2.0, round(budget_left, 1)))
+        assert options["minimize_budget_s"] == min(60.0, max(2.0, round(budget_left, 1)))
         smaller = b"crash"
         result = Result("a" * 64, item.work_id, Status.OK,
-                        (Candidate(smaller, sha256_hex(smaller), kind=Status.CRASH),), Cost(1.0, 1.0, 0, 10))
+                        (Candidate(smaller, sha256_hex(smaller), kind=Status.CRASH),), Cost(wall_s, 1.0, 0, 10))
         rows.rows.clear()
         triage.done(item, result, 1, 10.0)
         assert rows.rows == ([] if cut else [("crash", 0, smaller)])
