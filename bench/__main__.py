@@ -16,6 +16,7 @@ BENCHES = {
     "concolic": "bench.bench_concolic",  # executions/s of the embedded engine
     "hybrid": "bench.bench_hybrid",  # concolic 1 vs 2 workers vs random mutation
     "recovery": "bench.bench_recovery",  # worker loss -> re-dispatch, CANCEL abort savings
+    "busy": "bench.bench_busy",  # busy share per worker, engine only vs + slices, native + Python (~5 min)
     "native": "bench.bench_native",  # native: execs/s, forkserver vs afl-showmap, vs afl-fuzz (~6 min)
     "parsers": "bench.bench_parsers",  # real parsers: hybrid vs concolic vs plain Atheris (~25 min)
     "tracer": "bench.bench_tracer",  # cost per execution of the real-trace yardstick (coverage.py arcs)
