@@ -51,6 +51,8 @@ class CommitMixin:
         if auto is not None and (new := auto.observe(source, d.sent_at, d.sent_at + elapsed, wall_s)):
             log.info("dispatch.depth_changed", worker=source, depth=new, **self.auto_depth.explain(source))
         st.record_result(source, wall_s, execs, min(cost.solver_s, elapsed))
+        if self._duration_s:  # busy share of the budget (bench_busy.py): the task ended at its commit
+            st.record_in_budget(source, now_loop - self._t0 - wall_s, now_loop - self._t0, self._duration_s)
         if result.stats:
             st.engine.add(item.target, result.stats, item.work_id)
         handler = KINDS[item.kind]

@@ -37,6 +37,7 @@ class Stats:
     execs: int = 0
     solver_s: float = 0.0
     busy_s: dict[int, float] = field(default_factory=dict)  # per rank: sum of task wall time
+    budget_busy_s: dict[int, float] = field(default_factory=dict)  # per rank: of it inside the budget
     corpus: int = 0
     crashes: int = 0  # unique (saved) crashes
     crashes_total: int = 0
@@ -61,6 +62,13 @@ class Stats:
         self.busy_s[rank] = self.busy_s.get(rank, 0.0) + wall_s
         self.execs += execs
         self.solver_s += solver_s
+
+    def record_in_budget(self, rank: int, start_s: float, end_s: float, budget_s: float) -> None:
+        """A committed task ran over ``[start_s, end_s]`` (campaign seconds; end = its commit):
+        the part inside ``[0, budget_s]`` counts toward the rank's busy share of the budget."""
+        inside = min(end_s, budget_s) - max(start_s, 0.0)
+        if inside > 0:
+            self.budget_busy_s[rank] = self.budget_busy_s.get(rank, 0.0) + inside
 
     def quarantined(self, reason: Reason) -> None:
         self.quarantine.add(reason)
@@ -187,6 +195,8 @@ class StatsSnapshot:
         rows += self.engine_rows
 =======
             rows.append((f"busy_s_rank_{rank}", round(self.busy_s.get(rank, 0.0), 3)))  # committed wall
+            if self.budget_busy_s:  # campaigns with a duration: of that, inside the budget
+                rows.append((f"budget_busy_s_rank_{rank}", round(self.budget_busy_s.get(rank, 0.0), 3)))
         rows += self.engine.items()
 >>>>>>> 66e119f (native mutation slices: havoc mutator, forkserver slice child, native_fuzz executor; HybridPlan hands native campaigns slices when the engine has no work (fuzz.native_slices), NATIVE_FUZZ stage figures, slices near the budget's end; busy_s_rank_N in fuzzer_stats)
         rows += list((extra or {}).items())
