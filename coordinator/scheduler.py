@@ -53,7 +53,9 @@ class WorkItem:
 
 class Scheduler:
     """Retries first, then seeds, then the fuzzer's finds (as SymCC takes AFL's queue first),
-    then inputs that found new coverage, then shallower bound, then smaller.
+    then inputs that found new coverage, then shallower bound, then smaller; native mutation
+    slices' finds last (bound 0, often new only by a hit count: ahead of the engine's own deeper
+    children they stalled its generational search, e.g. tlv's depth bug past 300 s).
 
     `add` refuses a work_id it has seen before (work is never run twice); `requeue` puts back
     an item whose dispatch was revoked (or that a resumed campaign found pending).
@@ -70,7 +72,7 @@ class Scheduler:
         if item.attempts or item.kind is WorkKind.CONFIRMATION:
             tier = -1
         else:
-            tier = 0 if item.seed else (1 if item.origin == "fuzz" else 2)
+            tier = 0 if item.seed else (1 if item.origin == "fuzz" else (3 if item.origin == "native_fuzz" else 2))
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:

@@ -182,6 +182,18 @@ def test_plan_hands_native_slices_to_a_rank_without_engine_work(tmp_path):
     assert "stage_native_fuzz_results" in plan.counters()
 
 
+def test_the_engine_takes_its_own_children_before_the_slices_finds():
+    from symfence.coordinator.scheduler import WorkItem
+
+    sched = Scheduler()
+    sliced = WorkItem("1" * 64, b"x", "s", "./prog", 0, new_bits=2, origin="native_fuzz")
+    child = WorkItem("2" * 64, b"y", "s", "./prog", 7, new_bits=1, origin="native")
+    fuzz = WorkItem("3" * 64, b"z", "s", "./prog", 0, new_bits=1, origin="fuzz")
+    for item in (sliced, child, fuzz):
+        sched.add(item)
+    assert [sched.pop().work_id[0] for _ in range(3)] == ["3", "2", "1"]
+
+
 def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
     off = HybridPlan.from_config(_native_cfg(tmp_path, native_slices=False))
     assert not off.fuzz_on and off.pick(1, Scheduler()) is None
