@@ -72,7 +72,8 @@ class Scheduler:
         if item.attempts or item.kind is WorkKind.CONFIRMATION:
             tier = -1
         else:
-            tier = 0 if item.seed else (1 if item.origin == "fuzz" else (3 if item.origin == "native_fuzz" else 2))
+            origin = item.origin
+            tier = 0 if item.seed else (1 if origin == "fuzz" else (3 if origin == "native_fuzz" else 2))
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:

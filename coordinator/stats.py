@@ -84,7 +84,7 @@ class Stats:
             self.execs, self.solver_s, MappingProxyType(dict(self.busy_s)), self.corpus, self.crashes,
             self.crashes_total, self.ooms, self.hangs, self.edges, self.work_failed, self.control_rejected,
             self.journal_fence_rejected, tuple(self.engine.items()), tuple(self.engine.plot_values()),
-            self.first_error)
+            self.first_error, MappingProxyType(dict(self.budget_busy_s)))
 
     def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
         return self.snapshot().conservation(in_flight)
@@ -124,6 +124,7 @@ class StatsSnapshot:
     engine_rows: tuple[tuple[str, object], ...]
     engine_plot: tuple[object, ...]
     first_error: str
+    budget_busy_s: Mapping[int, float]  # per rank: committed task time inside the campaign's duration
 
     @property
     def task_errors(self) -> int:
@@ -191,14 +192,10 @@ class StatsSnapshot:
                  ("journal_fence_rejected", self.journal_fence_rejected)]
         for rank in ranks:
             rows.append((f"utilisation_rank_{rank}", round(self.busy_s.get(rank, 0.0) / elapsed, 4)))
-<<<<<<< HEAD
-        rows += self.engine_rows
-=======
             rows.append((f"busy_s_rank_{rank}", round(self.busy_s.get(rank, 0.0), 3)))  # committed wall
             if self.budget_busy_s:  # campaigns with a duration: of that, inside the budget
                 rows.append((f"budget_busy_s_rank_{rank}", round(self.budget_busy_s.get(rank, 0.0), 3)))
-        rows += self.engine.items()
->>>>>>> 66e119f (native mutation slices: havoc mutator, forkserver slice child, native_fuzz executor; HybridPlan hands native campaigns slices when the engine has no work (fuzz.native_slices), NATIVE_FUZZ stage figures, slices near the budget's end; busy_s_rank_N in fuzzer_stats)
+        rows += self.engine_rows
         rows += list((extra or {}).items())
         return rows
 

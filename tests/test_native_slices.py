@@ -13,7 +13,7 @@ import pytest
 
 from symfence.coordinator import config as config_mod
 from symfence.coordinator.hybrid import HybridPlan, Stage
-from symfence.coordinator.scheduler import Scheduler
+from symfence.coordinator.scheduler import Scheduler, WorkKind
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec, unpack_spec
 from symfence.protocol.options import NativeFuzzOptions
 from symfence.worker.engine_api import ExitKind, Task
@@ -171,7 +171,7 @@ def test_plan_hands_native_slices_to_a_rank_without_engine_work(tmp_path):
     plan.add_entry("./prog", b"seed")
     sched = Scheduler()
     item = plan.pick(1, sched)
-    assert item is not None and item.stage == "native_fuzz" and plan.stage_of(item) is Stage.NATIVE_FUZZ
+    assert item is not None and item.kind is WorkKind.FUZZ_SLICE and plan.stage_of(item) is Stage.NATIVE_FUZZ
     assert unpack_spec(item.data).entries == (b"seed",)
     assert plan.pick(1, sched) is None  # one slice per rank at a time
     opts = NativeFuzzOptions.from_mapping(plan.slice_options(3.04))  # the wire options parse
