@@ -198,7 +198,7 @@ class NativeFuzzOptions:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> NativeFuzzOptions:
-        known = {f.name: f.default for f in fields(cls)}
+        known: dict[str, Any] = {f.name: f.default for f in fields(cls)}
         values: dict[str, Any] = {}
         for key, value in options.items():
             if key not in known:
