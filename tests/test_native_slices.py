@@ -85,8 +85,8 @@ def _slice(runner, target: Path, corpus: Path, seed: str, **options):
 @needs_cc
 @needs_afl
 def test_slice_keeps_new_coverage_finds_the_crash_and_is_deterministic(ladder, tmp_path):
-    from symfence.worker.native.fuzz_slice import TOKENS_FILE, SliceRunner, new_bits
     from symfence.protocol.coverage import MAP_SIZE
+    from symfence.worker.native.fuzz_slice import TOKENS_FILE, SliceRunner, new_bits
 
     outcomes, corpora = [], []
     for i in range(2):
