@@ -69,8 +69,8 @@ def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     # the search ends by itself ("work exhausted"), or once the three bugs are saved; the
     # duration is only a cap for a very loaded machine
     cfg = native_cfg([record, tlv])
-    # The engine's reach from zero bytes: without native mutation slices. With them (the default)
-    # TlvDepthBug was found in only 2 of 4 runs within 300 s (issue 22a's report: an open problem).
+    # The engine's reach from zero bytes, without native mutation slices (the default; with them
+    # TlvDepthBug was found in only 2 of 4 runs within 300 s: docs/native-slices.md, "Known problem").
     cfg["fuzz"] = {"native_slices": False}
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
                        on_start=stop_when(found(tmp_path / "out", 2, 1), cfg["campaign"]["duration_s"]))

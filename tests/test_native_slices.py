@@ -161,7 +161,8 @@ def test_executor_slice_over_the_seam_respects_its_time_and_keeps_the_corpus(lad
 
 def _native_cfg(tmp_path: Path, **fuzz) -> config_mod.Config:
     raw = {"campaign": {"executor": "native", "targets": ["./prog"], "duration_s": 30},
-           "native": {"options": {"oracle": "forkserver"}}, "fuzz": {"slice_s": 5.0, **fuzz}}
+           "native": {"options": {"oracle": "forkserver"}},
+           "fuzz": {"slice_s": 5.0, "native_slices": True, **fuzz}}
     return config_mod.parse(raw, tmp_path / "c.toml")
 
 
@@ -202,8 +203,11 @@ def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
     with pytest.raises(config_mod.ConfigError) as err:
         _native_cfg(tmp_path, native_slices="yes")
     assert err.value.key == "fuzz.native_slices"
-    raw = {"campaign": {"executor": "native", "targets": ["./p"]}, "dispatch": {"deadline_s": 10},
+    raw = {"campaign": {"executor": "native", "targets": ["./p"]},
            "native": {"options": {"oracle": "forkserver"}}}
+    assert not HybridPlan.from_config(config_mod.parse(raw, tmp_path / "c.toml")).fuzz_on  # opt-in
+    raw = {"campaign": {"executor": "native", "targets": ["./p"]}, "dispatch": {"deadline_s": 10},
+           "native": {"options": {"oracle": "forkserver"}}, "fuzz": {"native_slices": True}}
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.parse(raw, tmp_path / "c.toml")
     assert err.value.key == "dispatch.deadline_s"  # a 10 s slice could not finish in time
