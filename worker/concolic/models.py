@@ -8,8 +8,12 @@ dict: an If chain or a z3 array, with the bound as a branch), ``sym_contains`` (
 ``sym_truth`` (a comparison used as a value is decided on the spot, so a real ``bool`` flows
 on), ``sym_isinstance``/``sym_type`` (a SymBool is a bool), and the import hook that hands
 instrumented code ``SymBytesIO`` for ``io.BytesIO``, the ``struct`` model, and counting
-wrappers around the functions of C modules (``c:<module>.<function>``) and ``re``, and
+wrappers around the functions of C modules (``c_<module>.<function>``) and ``re``, and
 ``atheris`` with the Python ``FuzzedDataProvider`` of ``fdp``.
+
+Why this module is over 500 lines: it is the list of every place the input leaves Python that
+the engine models (builtins, tables, BytesIO, struct, C modules); each model is short and
+independent, and the import hook that installs them needs them in one place.
 """
 
 from __future__ import annotations

@@ -19,12 +19,16 @@ comparison at each position, an index bound, the end of the input) and *assumpti
 Concretisation (the sound fallback: the value stays exact, the engine stops tracking it) is
 counted per kind in ``Recorder.concretisations``: ``hash``, ``str``, ``float``, ``format``,
 ``truediv``, ``pow``, ``overflow`` (wider than ``MAX_WIDTH``), ``int.<method>``, and the kinds
-the models report (``bytes.<method>``, ``c:<module>.<function>``, ...). C code reading an int
+the models report (``bytes.<method>``, ``c_<module>.<function>``, ...). C code reading an int
 subclass directly cannot be seen; the models and the import hook (``models``) cover the
 places the input usually leaves through. With ``pin_concretised`` a concretisation also
 records ``term == value`` on the path.
 Division and modulo by a symbolic divisor record an implicit branch ``divisor == 0``, a shift
 by a symbolic amount ``amount < 0``, so the search also tries the exception.
+
+Why this module is over 500 lines: ``SymInt`` must answer every ``int`` operator and method
+(each a few lines: concrete value, term, width, dependency mask) so that no operation silently
+drops the term; one class, one protocol, kept together.
 """
 
 from __future__ import annotations

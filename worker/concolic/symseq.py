@@ -11,6 +11,9 @@ end, a comparison with something longer) records ``len > n`` so the search can g
 ``bytes.decode`` (ASCII, Latin-1, UTF-8) gives a ``SymStr``, ``str.encode`` a ``SymBytes``.
 Every other method works on the concrete value and counts a concretisation
 (``bytes.<method>`` / ``str.<method>``).
+
+Why this module is over 500 lines: it models the methods of two builtin types item by item
+(each as the Python loop it stands for); they share the scan and bound helpers at the top.
 """
 
 from __future__ import annotations
