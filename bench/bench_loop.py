@@ -5,8 +5,11 @@ RESULT per batch through `_on_batch`, as the pump hands them over at depth 4 wit
 each result answers a WORK the coordinator sent, carrying the synthetic executor's 2-edge trace.
 Only the coordinator's calls are timed, in CPU seconds (`time.process_time`), so the fake
 workers' encoding is not counted and a loaded machine inflates the figure less than wall time.
-`--profile` prints a cProfile (thread CPU clock) of the same calls. Used for docs/design.md,
-"Performance": `python -m bench.bench_loop --results 10000`, best of `--repeat` runs.
+`--profile` prints a cProfile (thread CPU clock) of the same calls. `--batches 1,4,16` runs
+each frame size side by side (`mpi.max_batch`: the fake workers answer every WORK frame's
+results in frames of up to that many, as a worker holding results does; 1 = one per frame).
+Used for docs/design.md, "Performance": `python -m bench.bench_loop --results 10000`, best of
+`--repeat` runs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from symfence.coordinator.config import parse
 from symfence.coordinator.journal import Journal
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.pump import Inbound
-from symfence.protocol.codec import decode_work
+from symfence.protocol.codec import decode_work_frame
 from symfence.protocol.coverage import pack_trace
 from symfence.protocol.messages import Cost, Result, Status, Tag
 from symfence.worker.executors.synthetic import _fake_trace
@@ -51,9 +54,10 @@ class _Pump:
         self.out.append((dest, tag, frame))
 
 
-async def _run(n: int, out: Path, profile: cProfile.Profile | None) -> float:
-    cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0},
-                 "dispatch": {"depth": 4}, "synthetic": {"seeds": n + 1000, "task_ms": 0}})
+async def _run(n: int, out: Path, profile: cProfile.Profile | None, max_batch: int = 1,
+               depth: int = 4) -> float:
+    cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
+                 "dispatch": {"depth": depth}, "synthetic": {"seeds": n + 1000, "task_ms": 0}})
     od = OutputDir(out)
     handle = logsetup.configure(od.logs / "coordinator.jsonl", verbose=False, rank=0)
     journal = Journal.open(od.root / "journal.sqlite", resume=False, batch_ops=cfg["journal.batch_ops"],
@@ -67,18 +71,22 @@ async def _run(n: int, out: Path, profile: cProfile.Profile | None) -> float:
     c._seed()
     c.dispatching = True
     c._t0 = c.clock()
-    senders = {r: ResultSender(lambda f: None) for r in c.workers}
+    batch: list[Inbound] = []
+    senders = {r: ResultSender(lambda f, r=r: batch.append(Inbound(r, Tag.RESULT, f))) for r in c.workers}
+    for s in senders.values():
+        s.max_batch = max_batch
     c._fill()
     done, busy, last_flush = 0, 0.0, time.monotonic()
     while done < n and c.dispatching:
         sends, c.pump.out = c.pump.out, []
-        batch = []
+        batch.clear()
         for dest, tag, frame in sends:
             if tag == Tag.WORK:
-                w = decode_work(frame)
-                r = Result(w.token, w.work_id, Status.OK, cost=Cost(0.0001, 0.0001, 0.0, 1),
-                           cov_version=w.cov_version, trace=pack_trace(_fake_trace(w.data)))
-                batch.append(Inbound(dest, Tag.RESULT, senders[dest].seal(w.token, r)))
+                for w in decode_work_frame(frame):
+                    r = Result(w.token, w.work_id, Status.OK, cost=Cost(0.0001, 0.0001, 0.0, 1),
+                               cov_version=w.cov_version, trace=pack_trace(_fake_trace(w.data)))
+                    senders[dest].hold(w.token, r)
+                senders[dest].flush()
         t = time.process_time()
         if profile:
             profile.enable()
@@ -92,7 +100,7 @@ async def _run(n: int, out: Path, profile: cProfile.Profile | None) -> float:
         if profile:
             profile.disable()
         busy += time.process_time() - t
-        done += len(batch)
+        done = c.stats.committed
     journal.close()
     handle.close()
     return busy / max(done, 1)
@@ -103,17 +111,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--results", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--batches", default="1", help="comma-separated mpi.max_batch values, run side by side")
+    p.add_argument("--depth", type=int, default=4)
     args = p.parse_args(argv)
-    best = float("inf")
+    sizes = [int(b) for b in args.batches.split(",")]
+    best = {b: float("inf") for b in sizes}
     for _ in range(args.repeat):
-        prof = cProfile.Profile(time.thread_time) if args.profile else None
-        with tempfile.TemporaryDirectory() as tmp:
-            per = asyncio.run(_run(args.results, Path(tmp) / "out", prof))
-        print(f"loop thread CPU per result: {per * 1e6:.1f} us")
-        best = min(best, per)
-        if prof:
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
-    print(f"best of {args.repeat}: {best * 1e6:.1f} us per result ({args.results} results)")
+        for b in sizes:  # interleaved, so a change of load hits every size alike
+            prof = cProfile.Profile(time.thread_time) if args.profile else None
+            with tempfile.TemporaryDirectory() as tmp:
+                per = asyncio.run(_run(args.results, Path(tmp) / "out", prof, b, args.depth))
+            print(f"max_batch {b}: loop thread CPU per result: {per * 1e6:.1f} us")
+            best[b] = min(best[b], per)
+            if prof:
+                pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+    for b in sizes:
+        print(f"max_batch {b}: best of {args.repeat}: {best[b] * 1e6:.1f} us per result"
+              f" ({args.results} results, depth {args.depth}, {best[b] / best[sizes[0]]:.2f}x of max_batch {sizes[0]})")
 
 
 if __name__ == "__main__":

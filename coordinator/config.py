@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from symfence.protocol.rules import MAX_BATCH
+
 # The executor a config with `targets` but no `executor` gets: both stages (engine + Atheris).
 # The synthetic executor is for benchmarks and tests and must be asked for by name.
 DEFAULT_PYTHON_EXECUTOR = "hybrid"
@@ -42,10 +44,11 @@ class ConfigError(Exception):
 Check = Callable[[str, Any], Any]
 
 
-def _int(minimum: int) -> Check:
+def _int(minimum: int, maximum: int | None = None) -> Check:
     def check(key: str, v: Any) -> int:
-        if type(v) is not int or v < minimum:
-            raise ConfigError(key, f"must be an integer >= {minimum}, got {v!r}")
+        if type(v) is not int or v < minimum or (maximum is not None and v > maximum):
+            rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            raise ConfigError(key, f"must be an integer {rng}, got {v!r}")
         return v
 
     return check
@@ -184,6 +187,12 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "mpi": {
         "poll_cap_ms": (1.0, _float(0.01, 1000)),
         "batch": (256, _int(1)),
+        # Results a worker sends in one frame, and WORKs rank 0 sends a worker in one frame (each
+        # still fenced by its own token); 1 = one per frame. At most protocol.rules.MAX_BATCH.
+        "max_batch": (32, _int(1, MAX_BATCH)),
+        # How long a worker may hold a finished result for the next one to share its frame (only
+        # while enough of its dispatches are queued that the coordinator need not hear sooner).
+        "hold_ms": (2.0, _float(0, 1000)),
     },
     "limits": {
         "max_message_bytes": (16 << 20, _int(1024)),

@@ -19,7 +19,7 @@ from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.scheduler import WorkItem
 from symfence.coordinator.workkinds import KINDS
-from symfence.protocol.codec import encode
+from symfence.protocol.codec import batch_size, encode, encode_batch
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Control, ControlKind, Tag, Work
 
@@ -48,6 +48,7 @@ class DispatchMixin:
                 maybe_free.discard(rank)
                 continue
             view = self.scheduler.for_rank(rank, self._elsewhere_of(rank))
+            frames: list[bytes] = []
             while free > 0:
                 item = claims.pop_for(rank, view.elsewhere) if len(claims) else None
                 if item is None and self.dispatching and len(self.triage.queue):
@@ -58,8 +59,10 @@ class DispatchMixin:
                     if self.auto_depth is not None:
                         self.auto_depth.short(rank)  # its waiting says nothing of the round trip
                     break
-                self._dispatch(rank, item)
+                frames.append(self._dispatch(rank, item))
                 free -= 1
+            if frames:
+                self._send_works(rank, frames)
             if free > 0:
                 maybe_free.add(rank)
             else:
@@ -83,7 +86,26 @@ class DispatchMixin:
     def _depth_of(self, rank: Rank) -> int:
         return self.depth if self.auto_depth is None else self.auto_depth.depth(rank)
 
-    def _dispatch(self, rank: Rank, item: WorkItem) -> None:
+    def _send_works(self, rank: Rank, frames: list[bytes]) -> None:
+        """The WORK frames of one fill of a rank, in as few frames as `mpi.max_batch` and the
+        message size allow (a batch's items are the single frames, byte for byte)."""
+        if len(frames) == 1 or self.max_batch == 1:
+            for frame in frames:
+                self.pump.send(rank, Tag.WORK, frame)
+            return
+        limit, cap = self.limits.max_message_bytes, self.max_batch
+        group: list[bytes] = []
+        size = 0
+        for frame in frames:
+            if group and (len(group) >= cap or batch_size(len(group) + 1, size + len(frame)) > limit):
+                self.pump.send(rank, Tag.WORK, group[0] if len(group) == 1 else encode_batch("works", group, self.limits))
+                group, size = [], 0
+            group.append(frame)
+            size += len(frame)
+        self.pump.send(rank, Tag.WORK, group[0] if len(group) == 1 else encode_batch("works", group, self.limits))
+
+    def _dispatch(self, rank: Rank, item: WorkItem) -> bytes:
+        """Lease the item to `rank` under a new token; returns its WORK frame (`_fill` sends it)."""
         token = self.minter.mint(rank)
         now = self.clock()
         self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
@@ -102,11 +124,11 @@ class DispatchMixin:
             executor, options = handler.work(self, item, now)
         work = Work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
                     options, self.deadline_s, version, delta, item.attempts + 1)
-        self.pump.send(rank, Tag.WORK, encode(work))
         self.stats.dispatched += 1
         if item.attempts:
             log.info("task.redispatched", work_id=item.work_id[:16], attempt=item.attempts + 1, worker=rank,
                      token=token[:16])
+        return encode(work)
 
     def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True,
                 charge: bool | None = None) -> None:

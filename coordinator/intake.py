@@ -2,13 +2,14 @@
 
 Step 1 and 2 of the walk of one result (docs/design.md, "The coordinator"): the pump hands
 frames to `_on_batch`; `_turn` serves every rank a bounded share (peers.py); `_on_result` calls
-`protocol.fence.classify` first. A `current` result goes to the commit (coordinator/commit.py),
+`protocol.fence.classify_frame` first, for each result a frame carries (one, or a batch). A `current` result goes to the commit (coordinator/commit.py),
 any other is quarantined here: counted, logged once, scored against its sender.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 import structlog
 
@@ -16,7 +17,7 @@ from symfence.coordinator.hotpath import SAMPLE
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.inflight import SlotRelease
 from symfence.coordinator.pump import Inbound
-from symfence.protocol.fence import Verdict, classify
+from symfence.protocol.fence import Verdict, classify_frame
 from symfence.protocol.ids import Rank
 from symfence.protocol.messages import Tag
 from symfence.protocol.reasons import Reason
@@ -62,29 +63,39 @@ class IntakeMixin:
         self._changed.set()
 
     def _on_result(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
-        self.stats.results_received += 1
-        self.refusals.received(source)
-        timed = not self.stats.results_received % SAMPLE  # one result in SAMPLE is timed (hotpath.py)
-        t0 = _ns() if timed else 0
+        """Every result of one RESULT frame (one, or a batch): fenced, then committed or
+        quarantined, one at a time and in order (`classify_frame` judges the next result only
+        after this one is applied)."""
         if oversized and not self.inflight.banned(source):  # drained at the probe, never received
-            verdict = Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} >"
-                              f" {self.limits.max_message_bytes} bytes (drained unread)")
+            verdicts: Iterable[Verdict] = (Verdict(Reason.MALFORMED, detail=f"oversized: {oversized} >"
+                                                   f" {self.limits.max_message_bytes} bytes (drained unread)"),)
         else:
-            verdict = classify(frame, source, self.inflight, self.limits)  # decide ...
-        if timed:
-            t1 = _ns()
-            self.hotpath.decode_ns += t1 - t0
-        if verdict.reason is Reason.CURRENT:
-            penalties = self._commit(source, verdict.result)  # ... commit (commit.py) ...
+            verdicts = classify_frame(frame, source, self.inflight, self.limits)
+        size = max(len(frame), oversized)
+        stats, hotpath, judged = self.stats, self.hotpath, iter(verdicts)
+        while True:
+            timed = not (stats.results_received + 1) % SAMPLE  # one result in SAMPLE is timed (hotpath.py)
+            t0 = _ns() if timed else 0
+            verdict = next(judged, None)  # decide ...
+            if verdict is None:
+                return
+            stats.results_received += 1
+            self.refusals.received(source)
             if timed:
-                self.hotpath.commit_ns += _ns() - t1
-            while penalties:  # ... then what its claims cost the sender (peers.py)
-                self._garbage(source)
-                penalties -= 1
-        else:
-            self._quarantine(source, verdict, max(len(frame), oversized))  # ... or quarantine
-            if verdict.token is not None and self.inflight.release(verdict.token, source, SlotRelease.RESULT):
-                self._maybe_free.add(source)  # a late answer: the worker let go of that dispatch
+                t1 = _ns()
+                hotpath.decode_ns += t1 - t0
+            if verdict.reason is Reason.CURRENT:
+                penalties = self._commit(source, verdict.result)  # ... commit (commit.py) ...
+                if timed:
+                    hotpath.commit_ns += _ns() - t1
+                while penalties:  # ... then what its claims cost the sender (peers.py)
+                    self._garbage(source)
+                    penalties -= 1
+            else:
+                self._quarantine(source, verdict, size)  # ... or quarantine
+                size = 0  # a frame's bytes count against its sender once
+                if verdict.token is not None and self.inflight.release(verdict.token, source, SlotRelease.RESULT):
+                    self._maybe_free.add(source)  # a late answer: the worker let go of that dispatch
 
     def _quarantine(self, source: Rank, v: Verdict, size: int = 0) -> None:
         self.stats.quarantined(v.reason)

@@ -106,6 +106,8 @@ class MembershipMixin:
             "heartbeat_s": self.cfg["workers.heartbeat_s"],
             "orphan_after_s": self.cfg["workers.orphan_after_s"],
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
+            "max_batch": self.cfg["mpi.max_batch"],  # results in one frame, held at most hold_ms
+            "hold_ms": self.cfg["mpi.hold_ms"],
             "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
             "scratch_dir": self.cfg["workers.scratch_dir"],
             "epoch": self.minter.epoch.hex()[:16],

@@ -31,7 +31,7 @@ from symfence.protocol.messages import (
     Work,
 )
 from symfence.protocol.reasons import Reason
-from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, INT_MAX, MAX_CONTROL_TOKENS,
+from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, INT_MAX, MAX_BATCH, MAX_CONTROL_TOKENS,
                                      MAX_INFO_KEYS, MAX_TOKEN_BYTES, MAX_TOKENS, NEW_BITS_MAX, SECONDS_MAX,
                                      Limits, RuleError, check_counters, check_tokens, check_worker_info,
                                      is_seconds, is_token)
@@ -41,8 +41,9 @@ from symfence.protocol.rules import INFO_SCHEMA as _INFO_SCHEMA
 # The rules themselves live in protocol/rules.py (their one home); the limits and ranges are
 # imported here by name for the codec's callers.
 __all__ = ["COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
-           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError",
-           "decode_control", "decode_result", "decode_work", "encode", "encode_map", "result_to_map"]
+           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError", "batch_size",
+           "decode_control", "decode_result", "decode_result_frame", "decode_work", "decode_work_frame",
+           "encode", "encode_batch", "encode_map", "result_to_map"]
 
 
 class RemoteProtocolError(Exception):
@@ -165,6 +166,59 @@ def result_to_map(msg: Result) -> dict[str, Any]:
 def encode_map(obj: dict[str, Any]) -> bytes:
     """Encode an already-built map (used by the fault injector to send deliberately bad frames)."""
     return _pack(obj)
+
+
+# ---------------------------------------------------------------------------------- batches
+# A batch frame is the map {"v": 1, "kind": "results" | "works", "items": [...]} whose items are
+# the maps of single frames, byte for byte: each item is packed and checked by `encode` on its
+# own, and a batch is their bytes behind a fixed head, so packing one costs a join.
+
+BATCH_OF = {"result": "results", "work": "works"}  # an item's kind -> its batch's kind
+_BATCH_HEAD = {kind: b"\x83" + b"".join(msgpack.packb(x) for x in ("v", PROTOCOL_VERSION, "kind", kind, "items"))
+               for kind in BATCH_OF.values()}
+_ARRAY_HEADER = msgpack.Packer().pack_array_header
+_HEAD_MAX = max(map(len, _BATCH_HEAD.values())) + 5  # + the longest array header
+
+
+def batch_size(items: int, item_bytes: int) -> int:
+    """An upper bound on the size of a batch of `items` frames of `item_bytes` bytes in all."""
+    return _HEAD_MAX + item_bytes if items else 0
+
+
+def encode_batch(kind: str, frames: list[bytes], limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """One frame carrying `frames` (each made by `encode`, so each keeps the rules) as a batch of
+    `kind` ("results" or "works"); LocalProtocolError when it would break the count or size rule."""
+    if not 1 <= len(frames) <= MAX_BATCH:
+        raise LocalProtocolError("items", f"{len(frames)} items in one frame, not in [1, {MAX_BATCH}]")
+    frame = b"".join((_BATCH_HEAD[kind], _ARRAY_HEADER(len(frames)), *frames))
+    if len(frame) > limits.max_message_bytes:
+        raise LocalProtocolError("message", f"{len(frame)} bytes, more than limits.max_message_bytes"
+                                            f" = {limits.max_message_bytes}")
+    return frame
+
+
+def _items(obj: dict[str, Any], kind: str) -> list[dict[str, Any] | RemoteProtocolError]:
+    """A batch's items: each a map of our version, or the error that item is judged by (a fault of
+    the batch itself, its list, raises)."""
+    items = obj.get("items")
+    if type(items) is not list or not 1 <= len(items) <= MAX_BATCH:
+        raise RemoteProtocolError(Reason.MALFORMED, f"{kind}.items: expected an array of 1..{MAX_BATCH} maps")
+    out: list[dict[str, Any] | RemoteProtocolError] = []
+    for i, item in enumerate(items):
+        if type(item) is not dict:
+            out.append(RemoteProtocolError(Reason.MALFORMED, f"{kind}[{i}]: not a map"))
+            continue
+        version = item.get("v")
+        token = item.get("token")
+        if type(version) is not int:
+            out.append(RemoteProtocolError(Reason.MALFORMED, f"{kind}[{i}]: missing or non-int protocol version 'v'",
+                                           token=token if type(token) is str else None))
+        elif version != PROTOCOL_VERSION:
+            out.append(RemoteProtocolError(Reason.INCOMPATIBLE, f"protocol version {version}, expected"
+                                           f" {PROTOCOL_VERSION}", token=token if type(token) is str else None))
+        else:
+            out.append(item)
+    return out
 
 
 # ---------------------------------------------------------------------------------- decoding
@@ -294,17 +348,35 @@ def _token(obj: dict[str, Any], f: _Fields) -> DispatchToken:
 
 
 def decode_result(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Result:
+    """The result of a single-result frame (a batch is MALFORMED here: `decode_result_frame`)."""
+    result = _result_item(_envelope(frame, limits), limits)
+    if isinstance(result, RemoteProtocolError):
+        raise result
+    return result
+
+
+def decode_result_frame(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> list[Result | RemoteProtocolError]:
+    """The results of a RESULT frame, in order: its one result, or a batch's items. A fault of the
+    frame (size, msgpack, version, a batch that is no array of 1..MAX_BATCH) raises
+    RemoteProtocolError; a fault of one item is that item's error in its place, and the other
+    items are judged on their own."""
     obj = _envelope(frame, limits)
+    if obj.get("kind") != "results":
+        return [_result_item(obj, limits)]
+    return [item if isinstance(item, RemoteProtocolError) else _result_item(item, limits)
+            for item in _items(obj, "results")]
+
+
+def _result_item(obj: dict[str, Any], limits: Limits) -> Result | RemoteProtocolError:
     result = _result_fast(obj, limits)
     if result is not None:  # every check passed on the straight path
         return result
-    work_id = obj.get("work_id") if isinstance(obj.get("work_id"), str) else None
-    token_hint = obj.get("token") if isinstance(obj.get("token"), str) else None
     try:
         return _result_body(obj, limits)
     except RemoteProtocolError as exc:
-        exc.work_id, exc.token = work_id, token_hint
-        raise
+        exc.work_id = obj.get("work_id") if isinstance(obj.get("work_id"), str) else None
+        exc.token = obj.get("token") if isinstance(obj.get("token"), str) else None
+        return exc
 
 
 def _result_body(obj: dict[str, Any], limits: Limits) -> Result:
@@ -456,11 +528,32 @@ def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
 
 
 def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:
+    """The WORK of a single-WORK frame (a batch is MALFORMED here: `decode_work_frame`)."""
     obj = _envelope(frame, limits)
     work = _work_fast(obj, limits)
     if work is not None:  # every check passed on the straight path
         return work
     return _work_body(obj, limits)
+
+
+def decode_work_frame(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> list[Work | RemoteProtocolError]:
+    """The WORKs of a WORK frame, in order: its one WORK, or a batch's items (faults as in
+    `decode_result_frame`)."""
+    obj = _envelope(frame, limits)
+    if obj.get("kind") != "works":
+        return [_work_item(obj, limits)]
+    return [item if isinstance(item, RemoteProtocolError) else _work_item(item, limits)
+            for item in _items(obj, "works")]
+
+
+def _work_item(obj: dict[str, Any], limits: Limits) -> Work | RemoteProtocolError:
+    work = _work_fast(obj, limits)
+    if work is not None:
+        return work
+    try:
+        return _work_body(obj, limits)
+    except RemoteProtocolError as exc:
+        return exc
 
 
 def _work_body(obj: dict[str, Any], limits: Limits) -> Work:

@@ -1,11 +1,13 @@
-"""The fence: classify one received RESULT frame before it may touch any state (pure)."""
+"""The fence: classify every result of a received RESULT frame before it may touch any state (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from symfence.protocol.codec import DEFAULT_LIMITS, Limits, RemoteProtocolError, decode_result
+from symfence.protocol.codec import (DEFAULT_LIMITS, Limits, RemoteProtocolError, decode_result,
+                                     decode_result_frame)
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Result
 from symfence.protocol.reasons import Reason
@@ -72,3 +74,28 @@ def classify(
     except RemoteProtocolError as exc:
         return Verdict(exc.reason, detail=exc.detail, token=exc.token, work_id=exc.work_id)
     return classify_result(result, source, view)
+
+
+def classify_frame(
+    frame: bytes, source: Rank, view: FenceView, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[Verdict]:
+    """Decode a RESULT frame (one result, or a batch of them) and classify each of its results
+    in turn. Lazy: the caller acts on a verdict (commits or quarantines it) before the next one
+    is judged, so a batch that repeats a token gets `duplicate` for the repeat, and the items
+    after the one that got the rank banned are `banned`. A fault of the frame itself is one
+    verdict; a fault of one item is that item's verdict alone. Never raises."""
+    if view.banned(source):  # judged on the source alone, before a byte is decoded
+        yield Verdict(Reason.BANNED, detail="source rank is banned")
+        return
+    try:
+        items = decode_result_frame(frame, limits)
+    except RemoteProtocolError as exc:
+        yield Verdict(exc.reason, detail=exc.detail, token=exc.token, work_id=exc.work_id)
+        return
+    for item in items:
+        if view.banned(source):
+            yield Verdict(Reason.BANNED, detail="source rank is banned")
+        elif isinstance(item, RemoteProtocolError):
+            yield Verdict(item.reason, detail=item.detail, token=item.token, work_id=item.work_id)
+        else:
+            yield classify_result(item, source, view)

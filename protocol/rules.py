@@ -63,6 +63,9 @@ MAX_TOKENS = 1024  # dictionary tokens per RESULT
 MAX_TOKEN_BYTES = 64
 INFO_TEXT_BYTES = 256  # a short text in a worker's CONTROL info (a host name)
 MAX_CONTROL_TOKENS = 1 << 16  # dispatch tokens listed in one CONTROL
+# Results (or WORKs) one frame may carry (docs/design.md, "Batched frames"): each still named by
+# its own token and fenced on its own. The config's `mpi.max_batch` may only lower it.
+MAX_BATCH = 256
 
 
 class RuleError(ValueError):
@@ -129,7 +132,7 @@ COUNT, SECONDS, TEXT, COUNTS = "count", "seconds", "text", "counts"
 INFO_SCHEMA: dict[str, dict[str, str]] = {
     "hello": {"host": TEXT, "pid": COUNT},
     "heartbeat": {"work_received": COUNT, "busy_s": SECONDS, "rss_mb": COUNT},
-    "stop_ack": {"results_sent": COUNT, "busy_s": SECONDS, "work_received": COUNT,
+    "stop_ack": {"results_sent": COUNT, "result_frames": COUNT, "busy_s": SECONDS, "work_received": COUNT,
                  "max_held": COUNT, "faults": COUNTS},
     "checked": {"host": TEXT, "log_path": TEXT, "files_checked": COUNT, "bad_file": COUNT, "why": TEXT},
     "log": {"event": TEXT, "level": TEXT, "dropped": COUNT},

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import structlog
 
 from symfence.protocol.backoff import Backoff, crowded, spins_for_host
-from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work, encode
+from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work_frame, encode
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
 from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
@@ -64,6 +64,7 @@ class Worker:
         self.heartbeat_s = 1.0
         self.backoff = Backoff(cap_s=0.002)
         self.running_wait_s = RUNNING_WAIT_S
+        self.hold_s = 0.0  # how long a finished result may wait for the next to share its frame
         self.counters: collections.Counter[str] = collections.Counter()
         self.busy_s = 0.0
         self.work_received = 0
@@ -94,6 +95,10 @@ class Worker:
         cap_s = float(setup["poll_cap_ms"]) / 1000
         busy = crowded()
         self.backoff = Backoff(cap_s=max(cap_s, CROWDED_IDLE_CAP_S) if busy else cap_s, spins=spins_for_host())
+        # Results share frames (mpi.max_batch, mpi.hold_ms), except under fault injection, whose
+        # faults are made per result frame.
+        self.sender.max_batch = 1 if setup.get("faults") else int(setup.get("max_batch", 1))
+        self.hold_s = float(setup.get("hold_ms", 0.0)) / 1000
         if setup.get("faults"):
             self.faults = FaultInjector(setup["faults"], self.world, self.peers,
                                         int(setup["world_size"]), self.limits.max_message_bytes)
@@ -106,9 +111,10 @@ class Worker:
                 ex.close()
         if self.orphaned:
             return EXIT_ORPHANED  # nobody to tell: no STOP_ACK, no MPI_Finalize (cli exits at once)
+        self.sender.flush()
         if self.faults is not None:
             self.faults.at_stop()
-        info: dict[str, Any] = {"results_sent": self.sender.sent,
+        info: dict[str, Any] = {"results_sent": self.sender.sent, "result_frames": self.sender.frames,
                                 "results_unsendable": self.sender.unsendable, "busy_s": round(self.busy_s, 6),
                                 "work_received": self.work_received, "max_held": self.max_held, **self.counters}
         if self.faults is not None:
@@ -163,9 +169,10 @@ class Worker:
             if self.running is None and self.queue and not self.stopping:
                 self._start(self.queue.popleft())
                 progressed = True
+            until = self._flush_held(next_heartbeat)
             if self.running is not None:
                 # Sleep in the executor, not in a spin: whatever arrives meanwhile only queues.
-                outcome = self._wait(max(0.0, min(self.running_wait_s, next_heartbeat - time.monotonic())))
+                outcome = self._wait(max(0.0, min(self.running_wait_s, until - time.monotonic())))
                 if outcome is not None:
                     self._receive()  # what arrived meanwhile (a CANCEL of this task wins)
                     if self.running is not None:
@@ -183,7 +190,26 @@ class Worker:
             if now >= next_heartbeat or self.beat_now:
                 next_heartbeat = now + self.heartbeat_s
                 self.beat_now = False
+                self.sender.flush()  # a held result is no longer held work: answered before the beat
                 self._heartbeat()
+
+    def _flush_held(self, wake_at: float) -> float:
+        """Send the held results unless holding them on costs nothing; returns when to look again
+        (`wake_at`, or sooner when a held result's time runs out).
+
+        Held results are sent at once when there are `max_held // 2` of them, when fewer dispatches
+        than that wait in the queue (the coordinator must hear now to refill in time), when no
+        task runs, or when the oldest was held `hold_s`. At depth 2 or less nothing is held."""
+        held = self.sender.held
+        if not held:
+            return wake_at
+        share = max(1, self.max_held // 2)
+        now = time.monotonic()
+        due = self.sender.held_since + self.hold_s
+        if len(held) >= share or len(self.queue) < share or self.running is None or now >= due:
+            self.sender.flush()
+            return wake_at
+        return min(wake_at, due)
 
     def _orphan(self, now: float) -> None:
         """Rank 0 has been silent too long (its host gone, or this host cut off): stop everything."""
@@ -211,13 +237,20 @@ class Worker:
         return bool(msgs)
 
     def _on_work(self, frame: bytes) -> None:
-        self.work_received += 1
+        """A WORK frame: its one WORK, or a batch of them, each queued on its own."""
         try:
-            work = decode_work(frame, self.limits)
+            works = decode_work_frame(frame, self.limits)
         except RemoteProtocolError as exc:
+            works = [exc]
+        for work in works:
+            self._queue_work(work)
+
+    def _queue_work(self, work: Work | RemoteProtocolError) -> None:
+        self.work_received += 1
+        if isinstance(work, RemoteProtocolError):
             # Without a valid token there is nobody to answer to: refuse, log, count.
             self.counters["work_refused"] += 1
-            log.warning("work.refused", reason=exc.reason.value, detail=exc.detail)
+            log.warning("work.refused", reason=work.reason.value, detail=work.detail)
             return
         if work.cov_delta:
             try:
@@ -348,7 +381,7 @@ class Worker:
     def _answer(self, work: Work, result: Result) -> None:
         """Every exit path ends here; the sender stamps the WORK's token on the result."""
         if self.faults is None:
-            self.sender.send(work.token, result)
+            self.sender.hold(work.token, result)  # sent by `_flush_held` (several may share a frame)
             return
         self.faults.before_result(work.token, result)
         if self.faults.replace_buggy(work.token, result):

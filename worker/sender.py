@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import Callable
 
 import structlog
 
-from symfence.protocol.codec import LocalProtocolError, encode
+from symfence.protocol.codec import LocalProtocolError, batch_size, encode, encode_batch
 from symfence.protocol.ids import DispatchToken, is_valid_token
 from symfence.protocol.messages import Candidate, Cost, Result, Status
 from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, SECONDS_MAX, Limits, fit_counters, fit_text,
@@ -27,13 +28,22 @@ class ResultSender:
     Before a result is encoded it is made to fit the campaign's limits (`fit`); one that still
     breaks a rule is never sent as it is: it goes as a task error naming the field and the
     value (counted in `unsendable`, logged once per field as `result.unsendable`).
+
+    Results may be held (`hold`) to share one frame with the next ones (`flush`, at most
+    `max_batch` to a frame and never more than the message size); each keeps its own token and
+    is fenced on its own at rank 0. `send` transmits at once, after whatever is held.
     """
 
     def __init__(self, transmit: Callable[[bytes], None], limits: Limits = DEFAULT_LIMITS) -> None:
         self._transmit = transmit
         self.limits = limits
-        self.sent = 0
+        self.max_batch = 1
+        self.sent = 0  # results transmitted
+        self.frames = 0  # frames they went in
         self.unsendable = 0
+        self.held: list[bytes] = []  # sealed results waiting for `flush`, in order
+        self.held_since = 0.0  # monotonic: when the oldest of them was held
+        self._held_bytes = 0
         self._logged: set[str] = set()
 
     def seal(self, token: DispatchToken, result: Result) -> bytes:
@@ -47,10 +57,33 @@ class ResultSender:
             return self._refused(result, exc)
 
     def send(self, token: DispatchToken, result: Result) -> bytes:
+        """Transmit the result now (after anything held, which keeps its order)."""
         frame = self.seal(token, result)
+        self.flush()
         self._transmit(frame)
         self.sent += 1
+        self.frames += 1
         return frame
+
+    def hold(self, token: DispatchToken, result: Result) -> None:
+        """Seal the result and keep it for the next `flush` (a full batch is flushed first)."""
+        frame = self.seal(token, result)
+        if self.held and (len(self.held) >= self.max_batch or batch_size(
+                len(self.held) + 1, self._held_bytes + len(frame)) > self.limits.max_message_bytes):
+            self.flush()
+        if not self.held:
+            self.held_since = time.monotonic()
+        self.held.append(frame)
+        self._held_bytes += len(frame)
+
+    def flush(self) -> None:
+        """Transmit what is held: one frame, a batch if there are several."""
+        if not self.held:
+            return
+        frames, self.held, self._held_bytes = self.held, [], 0
+        self._transmit(frames[0] if len(frames) == 1 else encode_batch("results", frames, self.limits))
+        self.sent += len(frames)
+        self.frames += 1
 
     def _refused(self, result: Result, exc: LocalProtocolError) -> bytes:
         self.unsendable += 1
