@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> None:
             if prof:
                 pstats.Stats(prof).sort_stats("tottime").print_stats(30)
     for b in sizes:
+        ratio = best[b] / best[sizes[0]]
         print(f"max_batch {b}: best of {args.repeat}: {best[b] * 1e6:.1f} us per result"
-              f" ({args.results} results, depth {args.depth}, {best[b] / best[sizes[0]]:.2f}x of max_batch {sizes[0]})")
+              f" ({args.results} results, depth {args.depth}, {ratio:.2f}x of max_batch {sizes[0]})")
 
 
 if __name__ == "__main__":
