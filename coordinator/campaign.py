@@ -67,7 +67,7 @@ from symfence.coordinator.stats import Stats
 from symfence.coordinator.status_line import StatusLine
 from symfence.coordinator.targets import TargetTracker
 from symfence.coordinator.writer import JournalWriter
-from symfence.protocol.codec import Limits, encode
+from symfence.protocol.codec import Limits, checked_options, encode
 from symfence.protocol.coverage import CoverageMap
 from symfence.protocol.ids import DispatchToken, Rank, TokenMinter
 from symfence.protocol.messages import Control, ControlKind, Tag
@@ -125,7 +125,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         self._elsewhere_fns: dict[Rank, Callable[[WorkItem], bool]] = {}
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
-        self.options = executor_options(cfg)
+        self.options = checked_options(executor_options(cfg))  # checked once, not per WORK
         self.plan = HybridPlan.from_config(cfg)  # which stage each free slot gets
         self.corpus_executor = self.plan.corpus_stage.value  # runs corpus entries' work items
         self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)

@@ -121,7 +121,7 @@ def work_to_map(msg: Work) -> dict[str, Any]:
         "executor": msg.executor,
         "target": msg.target,
         "bound": msg.bound,
-        "options": dict(msg.options),
+        "options": msg.options if type(msg.options) is CheckedOptions else dict(msg.options),
         "deadline_s": float(msg.deadline_s),
         "cov_version": msg.cov_version,
         "cov_delta": msg.cov_delta,
@@ -507,8 +507,31 @@ def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
                 get("attempt"))
 
 
+class CheckedOptions(dict):  # type: ignore[type-arg]
+    """Executor options already checked against the wire's rules (`checked_options`), and frozen
+    so they stay so: the encoder does not check them again for every WORK that carries them."""
+
+    text_limit = 0  # the max_text_bytes they were checked against
+
+    def _frozen(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("checked options are read-only")
+
+    __setitem__ = __delitem__ = update = setdefault = pop = popitem = clear = _frozen  # type: ignore[assignment]
+
+
+def checked_options(options: Mapping[str, Any], limits: Limits = DEFAULT_LIMITS) -> CheckedOptions:
+    """`options` checked once as a WORK's options (LocalProtocolError names a bad one)."""
+    for k, v in options.items():
+        if type(k) is not str or not _scalar_ok(v, limits):
+            raise LocalProtocolError("options", f"option {k!r} = {v!r}: values must be scalars in range")
+    checked = CheckedOptions(options)
+    checked.text_limit = limits.max_text_bytes
+    return checked
+
+
 def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
-    """Whether `_work_fast` would decode the map (the encoder's check of its own WORK)."""
+    """Whether `_work_fast` would decode the map (the encoder's check of its own WORK; options
+    made by `checked_options` for these limits' text size are not checked again)."""
     get: Callable[[str], Any] = obj.get  # wire values, checked by hand
     token, work_id, sha, executor, target = get("token"), get("work_id"), get("sha256"), get("executor"), get("target")
     data, delta, options = get("data"), get("cov_delta"), get("options")
@@ -519,7 +542,11 @@ def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
             or type(data) is not bytes or len(data) > size or type(delta) is not bytes or len(delta) > size
             or type(bound) is not int or not 0 <= bound <= COUNT_MAX or not _seconds(deadline_s)
             or type(cov_version) is not int or not 0 <= cov_version <= INT_MAX
-            or type(attempt) is not int or not 1 <= attempt <= COUNT_MAX or type(options) is not dict):
+            or type(attempt) is not int or not 1 <= attempt <= COUNT_MAX):
+        return False
+    if type(options) is CheckedOptions and options.text_limit <= text:
+        return True
+    if type(options) is not dict:
         return False
     for k, v in options.items():
         if type(k) is not str or not _scalar_ok(v, limits):

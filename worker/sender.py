@@ -106,10 +106,23 @@ def _seconds(v: float) -> float:
     return min(max(float(v), 0.0), SECONDS_MAX) if math.isfinite(v) else 0.0
 
 
+def _fits(result: Result, limits: Limits) -> bool:
+    """True when `fit` would change nothing, checked cheaply for the common case (no candidates,
+    counters or tokens, a short error text, a plain cost)."""
+    cost = result.cost
+    return (not result.candidates and not result.stats and not result.tokens
+            and len(result.error) <= limits.max_text_bytes
+            and len(result.trace) + 4 * len(result.error) <= limits.max_message_bytes - _RESULT_OVERHEAD
+            and type(cost.execs) is int and 0 <= cost.execs <= COUNT_MAX
+            and all(type(v) is float and 0.0 <= v <= SECONDS_MAX for v in (cost.wall_s, cost.cpu_s, cost.solver_s)))
+
+
 def fit(result: Result, limits: Limits) -> Result:
     """The result made to keep the wire's rules where that loses nothing that matters: names
     made keys, texts cut (their ends kept), counts saturated, dictionary tokens cut; and
     candidates the limits cannot carry dropped (findings kept first), counted in its stats."""
+    if _fits(result, limits):
+        return result
     text = limits.max_text_bytes
     kept: list[tuple[int, Candidate]] = []
     dropped = {"size": 0, "count": 0, "message": 0}

@@ -37,12 +37,11 @@ class SyntheticExecutor:
         change_after_s = float(task.options.get("change_after_s", 0.0))
         if change_after_s > 0 and now - self._first_start >= change_after_s:
             mean_s = float(task.options.get("task_ms_after", 0.0)) / 1000
-        rng = random.Random(task.work_id)
         dist = task.options.get("distribution", "fixed")
         if dist == "uniform":
-            duration = rng.uniform(0, 2 * mean_s)
+            duration = random.Random(task.work_id).uniform(0, 2 * mean_s)
         elif dist == "exponential":
-            duration = rng.expovariate(1 / mean_s) if mean_s > 0 else 0.0
+            duration = random.Random(task.work_id).expovariate(1 / mean_s) if mean_s > 0 else 0.0
         else:
             duration = mean_s
         self._task = task
@@ -67,8 +66,8 @@ class SyntheticExecutor:
         return self._outcome(task, time.monotonic() - self._t0)
 
     def _outcome(self, task: Task, wall_s: float) -> Outcome:
-        rng = random.Random(task.work_id + "outcome")
-        if rng.random() < float(task.options.get("error_rate", 0.0)):
+        error_rate = float(task.options.get("error_rate", 0.0))
+        if error_rate > 0 and random.Random(task.work_id + "outcome").random() < error_rate:
             return Outcome(ExitKind.ERROR, wall_s=wall_s, execs=1, error="synthetic error (error_rate)")
         candidates = []
         for i in range(int(task.options.get("candidates", 0))):
