@@ -507,7 +507,7 @@ def _work_fast(obj: dict[str, Any], limits: Limits) -> Work | None:
                 get("attempt"))
 
 
-class CheckedOptions(dict):  # type: ignore[type-arg]
+class CheckedOptions(dict[str, Any]):
     """Executor options already checked against the wire's rules (`checked_options`), and frozen
     so they stay so: the encoder does not check them again for every WORK that carries them."""
 
