@@ -17,6 +17,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import msgpack
@@ -43,6 +44,7 @@ from symfence.protocol.ids import DispatchToken, Rank, WorkId, sha256_hex
 from symfence.protocol.messages import Cost, Result, Status, Tag, Work
 from symfence.protocol.reasons import Reason
 from symfence.protocol.rules import MAX_BATCH, Limits
+from symfence.worker.loop import Worker
 from symfence.worker.sender import ResultSender
 from tests.mpi_helpers import MPIEXEC, ROOT, Run, synthetic_cfg, toml_dump
 
@@ -346,3 +348,72 @@ def test_a_rank_sending_mixed_batches_loses_nothing_and_gets_nothing_past_the_fe
     finished = [e for e in run.worker_events() if e["event"] == "worker.finished"]
     assert len(finished) == 1 and finished[0]["results_sent"] == int(s["committed_rank_1"])
     assert finished[0]["result_frames"] < finished[0]["results_sent"]  # the honest worker batched
+
+
+# ------------------------------------------------------------------------------------- the worker's loop
+
+
+class _Endpoint:
+    """A worker's MPI side without MPI: rank 0 keeps `depth` no-op WORKs in flight (refilled as
+    results arrive, in one frame per refill) and records every frame the worker sends."""
+
+    rank = 1
+
+    def __init__(self, depth: int, total: int) -> None:
+        self.depth, self.total, self.issued = depth, total, 0
+        self.inbox: list[tuple[int, int, bytes]] = []
+        self.frames: list[tuple[int, bytes]] = []
+        self.results: list[Result] = []
+        self.options = {"task_ms": 0.0}
+
+    def poll(self, source: int = 0, limit: int = 64) -> list[tuple[int, int, bytes]]:
+        out, self.inbox = self.inbox[:limit], self.inbox[limit:]
+        return out
+
+    def send(self, dest: int, tag: int, frame: bytes) -> None:
+        self.frames.append((tag, frame))
+        if tag == Tag.RESULT:
+            got = [r for r in decode_result_frame(frame) if isinstance(r, Result)]
+            self.results += got
+            self.refill(len(got))
+
+    def refill(self, n: int) -> None:
+        frames = []
+        for _ in range(min(n, self.total - self.issued)):
+            data = secrets.token_bytes(8)
+            self.issued += 1
+            frames.append(encode(Work(DispatchToken(_tok()), WorkId(_tok()), data, sha256_hex(data), "synthetic",
+                                      "t", 0, self.options)))
+        if frames:
+            self.inbox.append((0, Tag.WORK, frames[0] if len(frames) == 1 else encode_batch("works", frames)))
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        return True
+
+
+def _serve(depth: int, max_batch: int, total: int = 200) -> _Endpoint:
+    ep = _Endpoint(depth, total)
+    w = Worker(ep, ep, lambda path, rank: None)
+    w.sender.max_batch, w.hold_s, w.heartbeat_s = max_batch, 1.0, 3600.0
+    ep.refill(depth)
+    until = time.monotonic() + 30
+    while len(ep.results) < total and time.monotonic() < until:
+        w.stopping = False
+        w._receive()
+        if w.running is None and w.queue:
+            w._start(w.queue.popleft())
+        w._flush_held(float("inf"))
+        if w.running is not None and (outcome := w._wait(0.01)) is not None:
+            w._finish(outcome)
+    assert len(ep.results) == total, "every WORK answered"
+    return ep
+
+
+@pytest.mark.parametrize("depth, max_batch, batched", [(8, 32, True), (4, 32, True), (2, 32, False),
+                                                       (8, 1, False)])
+def test_the_worker_holds_results_only_where_the_queue_covers_the_wait(depth, max_batch, batched):
+    ep = _serve(depth, max_batch)
+    result_frames = [f for tag, f in ep.frames if tag == Tag.RESULT]
+    sizes = [len(decode_result_frame(f)) for f in result_frames]
+    assert max(sizes) <= max(1, min(depth // 2, max_batch))  # never more than half the depth held
+    assert (len(result_frames) < len(ep.results)) is batched

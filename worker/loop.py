@@ -197,13 +197,14 @@ class Worker:
         """Send the held results unless holding them on costs nothing; returns when to look again
         (`wake_at`, or sooner when a held result's time runs out).
 
-        Held results are sent at once when there are `max_held // 2` of them, when fewer dispatches
-        than that wait in the queue (the coordinator must hear now to refill in time), when no
-        task runs, or when the oldest was held `hold_s`. At depth 2 or less nothing is held."""
+        Held results are sent at once when there are `max_held // 2` of them (at most
+        `max_batch`), when fewer dispatches than that wait in the queue (the coordinator must
+        hear now to refill in time), when no task runs, or when the oldest was held `hold_s`.
+        At depth 2 or less, or with `max_batch` 1, nothing is held."""
         held = self.sender.held
         if not held:
             return wake_at
-        share = max(1, self.max_held // 2)
+        share = max(1, min(self.max_held // 2, self.sender.max_batch))
         now = time.monotonic()
         due = self.sender.held_since + self.hold_s
         if len(held) >= share or len(self.queue) < share or self.running is None or now >= due:
