@@ -382,8 +382,9 @@ class _Endpoint:
         for _ in range(min(n, self.total - self.issued)):
             data = secrets.token_bytes(8)
             self.issued += 1
-            frames.append(encode(Work(DispatchToken(_tok()), WorkId(_tok()), data, sha256_hex(data), "synthetic",
-                                      "t", 0, self.options)))
+            work = Work(DispatchToken(_tok()), WorkId(_tok()), data, sha256_hex(data), "synthetic", "t", 0,
+                        self.options)
+            frames.append(encode(work))
         if frames:
             self.inbox.append((0, Tag.WORK, frames[0] if len(frames) == 1 else encode_batch("works", frames)))
 
