@@ -66,6 +66,7 @@ async def _run(n: int, out: Path, profile: cProfile.Profile | None, max_batch: i
     journal.begin_run(c.minter.epoch.hex())
     c.pump = _Pump()
     for r in c.workers:
+        c.batch_of[r] = max_batch  # what each worker's HELLO would offer
         c.alive.add(r)
         c.last_seen[r] = c.clock()
     c._seed()

@@ -120,7 +120,8 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             if self.depth == "auto" else None
         self._duration_s: float = cfg["campaign.duration_s"]
         self._max_results: int = cfg["campaign.max_results"]
-        self.max_batch: int = cfg["mpi.max_batch"]  # WORKs in one frame to a worker (dispatch.py)
+        self.max_batch: int = cfg["mpi.max_batch"]  # items in one frame, both ways (dispatch.py)
+        self.batch_of: dict[Rank, int] = {}  # ... per rank: at most what its HELLO said it takes
         self._maybe_free: set[Rank] = set()  # ranks that may have a free slot (_turn fills only these)
         self._elsewhere_fns: dict[Rank, Callable[[WorkItem], bool]] = {}
         self.deadline_s: float = cfg["dispatch.deadline_s"]

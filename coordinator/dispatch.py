@@ -89,11 +89,12 @@ class DispatchMixin:
     def _send_works(self, rank: Rank, frames: list[bytes]) -> None:
         """The WORK frames of one fill of a rank, in as few frames as `mpi.max_batch` and the
         message size allow (a batch's items are the single frames, byte for byte)."""
-        if len(frames) == 1 or self.max_batch == 1:
+        cap = self.batch_of.get(rank, 1)
+        if len(frames) == 1 or cap == 1:
             for frame in frames:
                 self.pump.send(rank, Tag.WORK, frame)
             return
-        limit, cap = self.limits.max_message_bytes, self.max_batch
+        limit = self.limits.max_message_bytes
         group: list[bytes] = []
         size = 0
         for frame in frames:

@@ -47,6 +47,10 @@ class MembershipMixin:
         if ctl.kind is ControlKind.HELLO:
             if source in self.workers and source not in self.alive:
                 self.alive.add(source)
+                # Batched frames both ways only with a rank that said it takes them (a peer that
+                # speaks single frames only, like tests/adversary.py, gets single frames).
+                offered = ctl.info.get("max_batch", 1)
+                self.batch_of[source] = max(1, min(self.max_batch, offered if type(offered) is int else 1))
                 setup = Control(ControlKind.SETUP, info=self._setup_info(source))
                 self.pump.send(source, Tag.CONTROL, encode(setup))
                 self.hosts.hosts[source] = str(ctl.info.get("host", ""))
@@ -106,7 +110,7 @@ class MembershipMixin:
             "heartbeat_s": self.cfg["workers.heartbeat_s"],
             "orphan_after_s": self.cfg["workers.orphan_after_s"],
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
-            "max_batch": self.cfg["mpi.max_batch"],  # results in one frame, held at most hold_ms
+            "max_batch": self.batch_of.get(rank, 1),  # results in one frame, held at most hold_ms
             "hold_ms": self.cfg["mpi.hold_ms"],
             "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
             "scratch_dir": self.cfg["workers.scratch_dir"],

@@ -130,7 +130,7 @@ def check_tokens(tokens: Any) -> None:
 # coordinator sends (SETUP, CANCEL, STOP) carry scalars, or maps or lists of scalars.
 COUNT, SECONDS, TEXT, COUNTS = "count", "seconds", "text", "counts"
 INFO_SCHEMA: dict[str, dict[str, str]] = {
-    "hello": {"host": TEXT, "pid": COUNT},
+    "hello": {"host": TEXT, "pid": COUNT, "max_batch": COUNT},  # max_batch: the most WORKs it takes in one frame
     "heartbeat": {"work_received": COUNT, "busy_s": SECONDS, "rss_mb": COUNT},
     "stop_ack": {"results_sent": COUNT, "result_frames": COUNT, "busy_s": SECONDS, "work_received": COUNT,
                  "max_held": COUNT, "faults": COUNTS},

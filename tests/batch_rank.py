@@ -122,7 +122,7 @@ def poll() -> None:
 
 def main() -> int:
     report_path = sys.argv[1]
-    send(CONTROL, control("hello", {"host": "batch-rank", "pid": os.getpid()}))
+    send(CONTROL, control("hello", {"host": "batch-rank", "pid": os.getpid(), "max_batch": 256}))
     status = MPI.Status()
     while True:  # SETUP, then the host check's answer (rank 0 starts once every rank gave it)
         msg = world.Improbe(0, CONTROL, status)

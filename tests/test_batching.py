@@ -225,6 +225,7 @@ async def _campaign(tmp_path: Path, depth: int, max_batch: int) -> Campaign:
     journal.begin_run(c.minter.epoch.hex())
     c.pump = _Pump()
     for r in c.workers:
+        c.batch_of[r] = max_batch  # what a worker's HELLO offers (our workers: MAX_BATCH)
         c.alive.add(r)
         c.last_seen[r] = c.clock()
     c._seed()

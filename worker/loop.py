@@ -25,7 +25,7 @@ from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
 from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
-from symfence.protocol.rules import DEFAULT_LIMITS, INFO_TEXT_BYTES, Limits
+from symfence.protocol.rules import DEFAULT_LIMITS, INFO_TEXT_BYTES, MAX_BATCH, Limits
 from symfence.worker.endpoint import Endpoint
 from symfence.worker.engine_api import Executor, Outcome, Task
 from symfence.worker.executors import make_executor
@@ -81,7 +81,7 @@ class Worker:
 
     def run(self) -> int:
         self.world.send(COORDINATOR, Tag.CONTROL, encode(Control(ControlKind.HELLO, info={
-            "host": socket.gethostname(), "pid": os.getpid()})))
+            "host": socket.gethostname(), "pid": os.getpid(), "max_batch": MAX_BATCH})))
         setup = self._await_setup()
         if setup is None:
             self.world.flush()
