@@ -100,6 +100,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         self.workers: list[Rank] = [Rank(r) for r in range(1, comm.Get_size())]
         self.alive: set[Rank] = set()
         self.lost: set[Rank] = set()  # silent for too long; re-admitted if heard from again
+        self._beaten_lost: set[Rank] = set()  # lost ranks sent their one heartbeat (membership.py)
         self.failed: set[Rank] = set()  # reported dead by MPI; never come back
         self.last_seen: dict[Rank, float] = {}
         self.stop_acks: dict[Rank, dict[str, Any]] = {}

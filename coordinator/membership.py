@@ -143,15 +143,23 @@ class MembershipMixin:
                 self._lose_worker(rank, f"no heartbeat for {limit} s")
 
     def _beat(self, now: float) -> None:
-        """Every heartbeat_s, a HEARTBEAT to each worker that may still run (lost ones too: a
-        frozen worker that wakes finds them queued): a worker hearing nothing for
-        workers.orphan_after_s takes its host to be cut off and ends itself (worker/loop.py)."""
+        """Every heartbeat_s, a HEARTBEAT to each alive worker: a worker hearing nothing for
+        workers.orphan_after_s takes its host to be cut off and ends itself (worker/loop.py).
+
+        A lost worker gets ONE beat (a frozen worker that wakes finds it queued, so it does not
+        take itself for orphaned), not one every period: a frozen rank never takes its messages,
+        and under MPICH's shared memory every message queued to it holds a cell of rank 0's
+        own send pool, so beating it on would in time stall rank 0's sends to every rank
+        (measured: a SIGSTOPped worker beaten every 0.1 s starved the others within seconds)."""
         if now < self._next_beat:
             return
         self._next_beat = now + self.cfg["workers.heartbeat_s"]
         beat = encode(Control(ControlKind.HEARTBEAT))
-        for rank in sorted((self.alive | (self.lost - self.failed)) - self.stop_sent):
+        lost = self.lost - self.failed
+        self._beaten_lost &= lost  # a readmitted rank is beaten as alive; lost again, once more
+        for rank in sorted((self.alive | (lost - self._beaten_lost)) - self.stop_sent):
             self.pump.send(rank, Tag.CONTROL, beat)
+        self._beaten_lost |= lost
 
     def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
         if failed:
