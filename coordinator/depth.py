@@ -125,9 +125,8 @@ class RankDepth:
     history: list[int] = field(default_factory=list)  # depths chosen, in order (the first is the start)
     ceiling: int | None = None  # after a raise that did not pay: the most it gets (until its task time changes)
     probe: tuple[int, float] | None = None  # a raise above free_depth on trial: (depth before, predicted)
-    # the ramp (until the round trip is known): round trips measured directly, and the task times seen
+    # the ramp (until the round trip is known): the last round trips measured directly
     ramp_trips: list[float] = field(default_factory=list)
-    ramp_walls: list[float] = field(default_factory=list)
 
 
 class DepthController:
@@ -139,6 +138,7 @@ class DepthController:
         self._warmup, self._every = self.tuning.warmup, self.tuning.every  # read per result
         self._first_every = max(2, self.tuning.every // 2)  # until the first round trip is known
         self._ramp_top = min(self.tuning.free_depth, self.tuning.max_depth)  # the ramp raises to at most this
+        self._idle_min_s, self._wait_fraction = self.tuning.idle_min_s, self.tuning.wait_fraction
         self.ranks: dict[Rank, RankDepth] = {}
 
     def depth(self, rank: Rank) -> int:
@@ -163,8 +163,14 @@ class DepthController:
         at `now` (same clock), the task took `wall_s`. Returns the rank's new depth if it changed."""
         r = self.ranks.get(rank) or self._rank(rank)
         last, r.last_result = r.last_result, now
-        if r.round_trip_s is None and r.depth < self._ramp_top:
-            new = self._ramp(r, sent_at, now, max(wall_s, 0.0), last)
+        if wall_s < 0.0:
+            wall_s = 0.0
+        # The ramp, until the round trip is known, on the results whose WORK found the worker idle:
+        # sent after the previous result, or with a gap beyond the overhead (a period's test).
+        if r.round_trip_s is None and r.depth < self._ramp_top and (
+                last is None or sent_at >= last or now - wall_s - last
+                > r.overhead_s + max(self._idle_min_s, self._wait_fraction * (wall_s + r.overhead_s))):
+            new = self._ramp(r, sent_at, now, wall_s)
             if new is not None:  # a jump: the next period measures the new depth (this result is not in it)
                 r.results += r.results < self._warmup
                 return new
@@ -173,8 +179,6 @@ class DepthController:
             r.period_start = now
             r.ran_short = False
             return None
-        if wall_s < 0.0:
-            wall_s = 0.0
         r.n += 1
         r.wall_sum += wall_s
         beyond = now - wall_s
@@ -187,28 +191,20 @@ class DepthController:
             return self._end_period(r, now)
         return None
 
-    def _ramp(self, r: RankDepth, sent_at: float, now: float, wall_s: float, last: float | None) -> int | None:
-        """Before the round trip is known: a result whose WORK found the worker idle measures it
-        directly; enough of them asking for far more depth make it jump (see the module's doc)."""
+    def _ramp(self, r: RankDepth, sent_at: float, now: float, wall_s: float) -> int | None:
+        """Before the round trip is known, a result whose WORK found the worker idle: its trip is
+        a round trip; enough of them asking for far more depth make it jump (the module's doc)."""
         tu = self.tuning
-        walls = r.ramp_walls
-        if last is not None:  # the rank's first task may carry its start-up: not a task time
-            walls.append(wall_s)
-            if len(walls) > 2 * tu.every:
-                del walls[:-tu.every]
-        beyond = now - wall_s
-        # The same test as a period's: sent after the previous result, or a gap beyond the overhead.
-        per_task = wall_s + r.overhead_s
-        if last is not None and sent_at < last and \
-                beyond - last <= r.overhead_s + max(tu.idle_min_s, tu.wait_fraction * per_task):
-            return None  # it was queued: its trip includes its time in the queue
         trips = r.ramp_trips
-        trips.append(max(beyond - sent_at, 0.0))
+        trips.append(max(now - wall_s - sent_at, 0.0))
         del trips[:-tu.ramp_samples]
         if len(trips) < tu.ramp_samples:
             return None
         trip = min(trips)
-        per_task = (sum(walls) / len(walls) if walls else wall_s) + r.overhead_s  # the mean task time seen
+        # The task time: the estimate, else the current period's mean, else this task's (the
+        # rank's first task, which may carry its start-up, is in neither: it is the warm-up's).
+        task = r.task_s if r.task_s is not None else r.wall_sum / r.n if r.n else wall_s
+        per_task = task + r.overhead_s
         need = math.inf if per_task <= 0 else 1.0 + trip / per_task
         if need < tu.ramp_factor * r.depth:
             return None  # short by little: the periods judge it
