@@ -1,4 +1,4 @@
-"""One-command comparison: bare msgpack farm vs MPIPoolExecutor vs symfence, utilisation, scale, start-up.
+"""One command: farm vs MPIPoolExecutor vs symfence, utilisation, hosts, busy share, scale, start-up, goals.
 
 `python -m bench compare` (or `make bench-compare`, or `python -m bench.bench_compare`) runs,
 on the same machine in one invocation (1 coordinator + 3 workers unless said otherwise, MPICH
