@@ -126,8 +126,8 @@ def run(tmp: Path, *, duration: float = 10.0, task_ms: float = 10.0, rtts: tuple
     raws: list[dict[str, Any]] = []
     for rep in range(reps):
         for rtt in rtts:
-            for depth in depths:
-                d = tmp / f"hosts-{rep}-{rtt:g}-{depth}"
+            for i, depth in enumerate(depths):  # a depth may be listed twice (interleaved repeats)
+                d = tmp / f"hosts-{rep}-{rtt:g}-{i}-{depth}"
                 d.mkdir(parents=True)
                 t = time.time()
                 try:
