@@ -28,6 +28,17 @@ Everything is measured per rank, over periods of `every` results:
   long (`every // 2` results): at the start nothing is known and waiting costs most. A period that was not
   starved measures no round trip (the queue hides it): the last estimate stands.
 
+The ramp. Periods are slow to start: at depth 2 with a 50 ms round trip and 10 ms tasks a result
+comes every 30 ms, and two starved periods take ~0.5 s at a third of the worker's speed. So until
+the rank's round trip is known, each result whose WORK found the worker idle (sent after the
+previous result arrived, or with a gap beyond the overhead: the same test as a period's waits) is
+a round trip measured directly, from the rank's first result on (start-up can only lengthen a
+trip, and the least of `ramp_samples` is taken). Once `ramp_samples` of them are in and Little's
+law asks for at least `ramp_factor` times the current depth (the worker is busy at most half the
+time), the depth jumps to `ceil(margin * needed)`, at most `free_depth` (raises above it must
+pay, below), the round trip becomes the rank's estimate, and the period starts afresh at the new
+depth. A worker that is merely a little short is left to the periods.
+
 At the end of each period the rank's depth becomes `ceil(margin * needed)` if that is higher; it
 is lowered only when even `lower_margin` (> margin) fits under the current depth at `lower_after`
 period ends in a row, so noise around a boundary does not make it flap. Depths stay in
@@ -74,6 +85,8 @@ class DepthTuning:
     step: float = 2.0  # a period's mean task time this many times off the estimate replaces it
     wait_fraction: float = 0.1  # a pipelined result waited if its gap exceeds the overhead by this * per_task
     smoothing: float = 0.5  # weight of a period's task time and round trip in their running estimates
+    ramp_samples: int = 2  # the ramp: directly measured round trips (the least counts) before it jumps ...
+    ramp_factor: float = 2.0  # ... and only if Little's law asks for at least this times the depth
 
     def __post_init__(self) -> None:
         if self.max_depth < 1 or self.start_depth < 1:
@@ -82,6 +95,8 @@ class DepthTuning:
             raise ValueError("need 1 <= margin < lower_margin")
         if self.every < 2 or self.starved_after < 1 or self.lower_after < 1:
             raise ValueError("every >= 2, starved_after >= 1, lower_after >= 1")
+        if self.ramp_samples < 1 or self.ramp_factor <= 1:
+            raise ValueError("ramp_samples >= 1, ramp_factor > 1")
 
 
 @dataclass(slots=True)
@@ -110,6 +125,8 @@ class RankDepth:
     history: list[int] = field(default_factory=list)  # depths chosen, in order (the first is the start)
     ceiling: int | None = None  # after a raise that did not pay: the most it gets (until its task time changes)
     probe: tuple[int, float] | None = None  # a raise above free_depth on trial: (depth before, predicted)
+    # the ramp (until the round trip is known): the last round trips measured directly
+    ramp_trips: list[float] = field(default_factory=list)
 
 
 class DepthController:
@@ -120,6 +137,8 @@ class DepthController:
         self._start = min(self.tuning.start_depth, self.tuning.max_depth)
         self._warmup, self._every = self.tuning.warmup, self.tuning.every  # read per result
         self._first_every = max(2, self.tuning.every // 2)  # until the first round trip is known
+        self._ramp_top = min(self.tuning.free_depth, self.tuning.max_depth)  # the ramp raises to at most this
+        self._idle_min_s, self._wait_fraction = self.tuning.idle_min_s, self.tuning.wait_fraction
         self.ranks: dict[Rank, RankDepth] = {}
 
     def depth(self, rank: Rank) -> int:
@@ -144,13 +163,22 @@ class DepthController:
         at `now` (same clock), the task took `wall_s`. Returns the rank's new depth if it changed."""
         r = self.ranks.get(rank) or self._rank(rank)
         last, r.last_result = r.last_result, now
+        if wall_s < 0.0:
+            wall_s = 0.0
+        # The ramp, until the round trip is known, on the results whose WORK found the worker idle:
+        # sent after the previous result, or with a gap beyond the overhead (a period's test).
+        if r.round_trip_s is None and r.depth < self._ramp_top and (
+                last is None or sent_at >= last or now - wall_s - last
+                > r.overhead_s + max(self._idle_min_s, self._wait_fraction * (wall_s + r.overhead_s))):
+            new = self._ramp(r, sent_at, now, wall_s)
+            if new is not None:  # a jump: the next period measures the new depth (this result is not in it)
+                r.results += r.results < self._warmup
+                return new
         if r.period_start is None or r.results < self._warmup:
             r.results += 1
             r.period_start = now
             r.ran_short = False
             return None
-        if wall_s < 0.0:
-            wall_s = 0.0
         r.n += 1
         r.wall_sum += wall_s
         beyond = now - wall_s
@@ -162,6 +190,34 @@ class DepthController:
         if r.n >= (self._every if r.round_trip_s is not None else self._first_every):
             return self._end_period(r, now)
         return None
+
+    def _ramp(self, r: RankDepth, sent_at: float, now: float, wall_s: float) -> int | None:
+        """Before the round trip is known, a result whose WORK found the worker idle: its trip is
+        a round trip; enough of them asking for far more depth make it jump (the module's doc)."""
+        tu = self.tuning
+        trips = r.ramp_trips
+        trips.append(max(now - wall_s - sent_at, 0.0))
+        del trips[:-tu.ramp_samples]
+        if len(trips) < tu.ramp_samples:
+            return None
+        trip = min(trips)
+        # The task time: the estimate, else the current period's mean, else this task's (the
+        # rank's first task, which may carry its start-up, is in neither: it is the warm-up's).
+        task = r.task_s if r.task_s is not None else r.wall_sum / r.n if r.n else wall_s
+        per_task = task + r.overhead_s
+        need = math.inf if per_task <= 0 else 1.0 + trip / per_task
+        if need < tu.ramp_factor * r.depth:
+            return None  # short by little: the periods judge it
+        want = min(self._clamp(need * tu.margin), self._ramp_top)
+        if r.ceiling is not None:
+            want = min(want, r.ceiling)
+        if want <= r.depth:
+            return None
+        r.round_trip_s = trip
+        r.ramp_trips = []
+        r.period_start, r.n, r.wall_sum, r.gaps, r.waits, r.ran_short = now, 0, 0.0, [], [], False
+        r.starved.clear()
+        return self._set(r, want)
 
     def needed(self, rank: Rank) -> float | None:
         """Dispatches in flight the rank needs to never wait (Little's law), or None (unmeasured)."""
