@@ -5,7 +5,8 @@ on the same machine in one invocation (1 coordinator + 3 workers unless said oth
 from the venv, oversubscribed on small machines):
 
 - compare: the bare farm (bench/farm.py) at depth 1 and 4, MPIPoolExecutor (bench/pool.py),
-  and symfence synthetic campaigns (task_ms 0, journal on) at depth 1, 2, 4, 8 and "auto":
+  and symfence synthetic campaigns (task_ms 0, journal on) at depth 1, 2, 4, 8 and "auto", and
+  depth 4 again with `mpi.max_batch = 1` (one result and one WORK per frame, side by side):
   results/s, ratios vs the pool and vs the farm at depth 4, coordinator CPU per result by
   phase (from fuzzer_stats' coord_* keys, coordinator/hotpath.py), p50/p99 dispatch-to-commit;
 - util: worker utilisation with 1 ms and 10 ms tasks at depth 1, 2, 4, where 100% is the same
@@ -257,10 +258,12 @@ def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS,
     seeds = max(1_000, int(seeds_per_s * duration))
     problem = auto_depth_problem()
 
-    def sym(depth: int | str) -> list:
-        c = Campaign(tmp / f"compare-d{depth}", synthetic(duration, depth, 0.0, seeds), WORKERS + 1, timeout + 60,
-                     strict=False)
-        raw[f"symfence_d{depth}"] = c.stats
+    def sym(depth: int | str, max_batch: int | None = None) -> list:
+        name = f"d{depth}" if max_batch is None else f"d{depth}_max_batch{max_batch}"
+        extra = {} if max_batch is None else {"mpi": {"max_batch": max_batch}}
+        c = Campaign(tmp / f"compare-{name}", synthetic(duration, depth, 0.0, seeds, **extra), WORKERS + 1,
+                     timeout + 60, strict=False)
+        raw[f"symfence_{name}"] = c.stats
         per = [sum(c.f(f"coord_{k}_us_per_result") for k in keys) for _, keys in PHASES]
         return [fmt(c.rps), "", "", fmt(c.f("coord_cpu_us_per_result"), 1), *(fmt(x, 1) for x in per),
                 fmt(c.f("commit_latency_p50_ms"), 2), fmt(c.f("commit_latency_p99_ms"), 2),
@@ -273,6 +276,8 @@ def compare(tmp: Path, duration: float, depths: tuple[int, ...] = FIXED_DEPTHS,
             print(f"  symfence auto: {problem}", file=sys.stderr, flush=True)
             continue
         guarded(rows, ["symfence", depth], ncols, lambda d=depth: sym(d))
+    if 4 in depths:  # the same depth 4 with one result and one WORK per frame: what batching gives
+        guarded(rows, ["symfence, max_batch 1", 4], ncols, lambda: sym(4, 1))
     pool_rps, farm_rps = rates.get("pool"), rates.get("farm_d4")
     for row in rows:  # ratios once the pool and the farm have been measured
         try:
