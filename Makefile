@@ -63,7 +63,8 @@ test: lint $(OSTAMP) afl
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# The one-command comparison (farm, MPIPoolExecutor, symfence; utilisation; scale; start-up).
+# The one-command comparison (farm, MPIPoolExecutor, symfence; utilisation; hosts; busy; scale;
+# start-up) and the table of the performance goals, met or missed.
 # Pass options with ARGS, e.g. make bench-compare ARGS="--only compare,util --duration 2".
 bench-compare: $(STAMP)
 	$(BIN)/python -m bench.bench_compare $(ARGS)

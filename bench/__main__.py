@@ -8,7 +8,7 @@ import sys
 import time
 
 BENCHES = {
-    "compare": "bench.bench_compare",  # farm vs MPIPoolExecutor vs symfence, utilisation, scale (~10 min)
+    "compare": "bench.bench_compare",  # farm vs pool vs symfence, util, hosts, busy, scale, goals (~10-20 min)
     "hotpath": "bench.bench_hotpath",  # CPU cost of the coordinator's own accounting per result (seconds)
     "pipeline": "bench.bench_pipeline",  # results/s and utilisation at depth 1/2/4
     "auto_depth": "bench.bench_auto_depth",  # dispatch.depth = "auto" vs fixed 1/2/4/8 at 0/1/10 ms tasks
