@@ -1,4 +1,4 @@
-"""bench_compare's goals table: each goal met or missed from what the invocation measured, or why not measured."""
+"""bench_compare's goals table: each goal met or missed by what the run measured, or why not measured."""
 
 from __future__ import annotations
 
