@@ -23,6 +23,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from bench.bench_loop import _Pump
 from symfence.coordinator import log as logsetup
 from symfence.coordinator.campaign import Campaign
 from symfence.coordinator.config import ConfigError, parse
@@ -199,18 +200,6 @@ def test_items_after_a_ban_are_banned_and_a_banned_rank_is_not_decoded():
 class _Comm:
     def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
         return 3
-
-
-class _Pump:
-    frames_in = frames_out = bytes_in = dropped_to_dead = 0
-    oversized_frames = oversized_bytes = side_frames_dropped = 0
-    error = None
-
-    def __init__(self) -> None:
-        self.out: list[tuple[int, int, bytes]] = []
-
-    def send(self, dest: int, tag: int, frame: bytes) -> None:
-        self.out.append((dest, tag, frame))
 
 
 async def _campaign(tmp_path: Path, depth: int, max_batch: int) -> Campaign:
