@@ -115,8 +115,9 @@ def test_bench_compare_smoke(tmp_path):
     table = json.loads((tmp_path / "compare.json").read_text())
     rows = {(r[0], str(r[1])): r for r in table["rows"]}
     assert set(rows) == {("bare msgpack farm", "1"), ("bare msgpack farm", "4"), ("MPIPoolExecutor", "1"),
-                         ("symfence", "4"), ("symfence", "auto")}
-    for key in [("bare msgpack farm", "1"), ("bare msgpack farm", "4"), ("MPIPoolExecutor", "1"), ("symfence", "4")]:
+                         ("symfence", "4"), ("symfence", "auto"), ("symfence, max_batch 1", "4")}
+    for key in [("bare msgpack farm", "1"), ("bare msgpack farm", "4"), ("MPIPoolExecutor", "1"), ("symfence", "4"),
+                ("symfence, max_batch 1", "4")]:
         assert float(rows[key][2].replace(",", "")) > 0, rows[key]  # results/s, not a FAILED cell
     sym = dict(zip(table["headers"], rows[("symfence", "4")]))
     assert float(sym["vs pool"].rstrip("x")) > 0 and float(sym["vs farm d4"].rstrip("%")) > 0
