@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from symfence.protocol.execpath import runnable
+
 from symfence.protocol.crashid import identity_from_detail, identity_from_python_exception
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
@@ -125,7 +127,7 @@ def afl_tmin(afl_binary: str, data: bytes, input_mode: str, exec_timeout_s: floa
         src, dst = os.path.join(tmp, "in"), os.path.join(tmp, "out")
         with open(src, "wb") as fh:
             fh.write(data)
-        cmd = [tool, "-i", src, "-o", dst, "-t", str(max(int(exec_timeout_s * 1000), 50)), "--", afl_binary]
+        cmd = [tool, "-i", src, "-o", dst, "-t", str(max(int(exec_timeout_s * 1000), 50)), "--", runnable(afl_binary)]
         if input_mode == "file":
             cmd.append("@@")
         env = {**os.environ, "AFL_SKIP_CPUFREQ": "1", "AFL_NO_AFFINITY": "1", "AFL_QUIET": "1",

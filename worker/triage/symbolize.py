@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 
+from symfence.protocol.execpath import runnable
 from symfence.protocol.crashid import BACKTRACE_MARK, is_sanitizer_report
 
 _SANITIZER_SYMBOLS = (b"__asan_init", b"__ubsan_handle_", b"__msan_init")
@@ -35,7 +36,7 @@ def is_sanitized(binary: str) -> bool:
 
 
 def _argv(binary: str, path: str, input_mode: str) -> list[str]:
-    return [binary, path] if input_mode == "file" else [binary]
+    return [runnable(binary), path] if input_mode == "file" else [runnable(binary)]
 
 
 def run_once(binary: str, data: bytes, input_mode: str = "stdin", timeout_s: float = 5.0) -> tuple[int, str]:
@@ -65,7 +66,7 @@ def gdb_backtrace(binary: str, data: bytes, input_mode: str = "stdin", timeout_s
         fh.flush()
         run = f"run {fh.name}" if input_mode == "file" else f"run < {fh.name}"
         cmd = [gdb, "-batch", "-nx", "-q", "-iex", "set debuginfod enabled off", "-ex", "set pagination off",
-               "-ex", run, "-ex", "bt 16", "-ex", "info symbol $pc", "--args", binary]
+               "-ex", run, "-ex", "bt 16", "-ex", "info symbol $pc", "--args", runnable(binary)]
         try:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s)
         except (subprocess.TimeoutExpired, OSError):
