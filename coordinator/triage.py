@@ -242,7 +242,7 @@ def unique_crashes(journal: Any, out_root: Any) -> list[str]:
             recomputed = identity_from_detail(f.detail, f.target).key
             ident = ident or f"{recomputed} (recomputed; saved before identities)"
         else:
-            ident = "hang"
+            ident = ident or "hang (no stack: not deduplicated)"
         folder = root / ("crashes" if kind == "crash" else "hangs")
         path = next(folder.glob(f"id:{f.finding_id:06d},*"), None)
         mpath = root / "minimized" / folder.name / path.name if path is not None else None

@@ -153,3 +153,73 @@ def test_the_minimizer_takes_a_hang_identity_as_the_campaign_does(data):
     outcome, detail = run(data)
     _, plain = _plain("hang_target", data, timeout_s=0.3)
     assert outcome == "hang " + identity_from_detail(plain, f"{MOD}:hang_target", kind="hang").key, detail
+
+
+class _Journal:
+    """The journal's side of Triage.restore: its triage rows (identity, stage, min_data, min_s)."""
+
+    def __init__(self, rows: dict[tuple[str, int], tuple[str, str, bytes | None, float | None]]) -> None:
+        self.rows = rows
+
+    def triage(self) -> dict[tuple[str, int], tuple[str, str, bytes | None, float | None]]:
+        return self.rows
+
+    def note_triage(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def test_old_journals_resume_with_their_old_names_and_know_their_bugs_by_the_new_rules(tmp_path):
+    from symfence.coordinator.journal.records import Finding, FindingKind
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.triage import Triage
+    from symfence.protocol.crashid import CrashIdentity
+
+    target = f"{MOD}:url_target"
+    ipv6 = _plain("url_target", b"http://[::1")[1]
+    old_key = "ValueError @ triage_targets.url_target"  # what main's rules stored for it
+    hang = _plain("hang_target", b"t", timeout_s=0.3)[1]
+    findings = [Finding(FindingKind.CRASH, 0, "a" * 64, b"http://[::1", target, ipv6, "w" * 64, 1.0),
+                Finding(FindingKind.CRASH, 1, "b" * 64, b"http://[::1]x", target, ipv6, "w" * 64, 2.0),
+                Finding(FindingKind.HANG, 0, "c" * 64, b"tt", f"{MOD}:hang_target", hang, "w" * 64, 3.0)]
+    rows = {("crash", 0): (old_key, "concolic", None, None),  # identity stored by the old rules
+            ("hang", 0): ("", "fuzz", None, None)}  # crash 1: a journal from before identities
+    triage = Triage(OutputDir(tmp_path / "out"), _Journal(rows), base_executor="hybrid",
+                    base_options={"exec_timeout_s": 1.0})
+    triage.restore(findings)
+    names = [triage.name_of(f) for f in findings]
+    assert f",sig:{CrashIdentity.from_key(old_key).sig}," in names[0]  # its old name
+    assert ",sig:ValueError,target:" in names[1]  # before identities: the exception type
+    assert ",sig:timeout,target:" in names[2]  # a hang saved without a stack
+    new = triage.identity(ipv6, target)
+    assert new.key == "ValueError @ parse.urlsplit > triage_targets.url_target"
+    assert triage.is_known(target, new) and triage.is_known(target, CrashIdentity.from_key(old_key))
+    port = triage.identity(_plain("url_target", b"http://h:99999999")[1], target)
+    assert not triage.is_known(target, port)  # the other bug of urllib.parse is still new
+    stall = triage.identity(hang, f"{MOD}:hang_target", kind="hang")
+    assert stall.has_frames and triage.is_known(f"{MOD}:hang_target", stall)
+    # the minimizations owed look for the identity the minimizer computes now
+    assert sorted(j.identity for j in triage.jobs.values()) == sorted([new.key, new.key, stall.key])
+
+
+@pytest.mark.mpi
+def test_campaign_saves_one_hang_per_loop(tmp_path):
+    """Five seeds that hang in two loops (three in one, two in the other): two hang files, named
+    by their loops, the other three counted as known hangs (a real concolic campaign, 3 ranks)."""
+    import tomllib
+
+    from tests.mpi_helpers import ROOT, run_campaign
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    for i, data in enumerate((b"s", b"SS", b"Sab", b"t", b"tq")):
+        (seeds / f"seed{i}").write_bytes(data)
+    cfg = tomllib.loads((ROOT / "configs" / "concolic.toml").read_text())
+    cfg["campaign"].update(targets=[f"{MOD}:hang_target"], seeds=str(seeds), duration_s=40)
+    cfg["concolic"]["options"]["exec_timeout_s"] = 0.3
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=90)
+    assert run.code == 0, run.explain()
+    hangs = sorted(p.name for p in (run.out / "hangs").iterdir())
+    assert len(hangs) == 2, (hangs, run.stats())
+    assert any(",sig:timeout-triage_targets._spin-" in n for n in hangs), hangs
+    assert any(",sig:timeout-triage_targets._stall-" in n for n in hangs), hangs
+    assert int(run.stats().get("triage_rejected_known_hang", 0)) >= 3, run.stats()
