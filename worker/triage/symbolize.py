@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 
 from symfence.protocol.execpath import runnable
-from symfence.protocol.crashid import BACKTRACE_MARK, is_sanitizer_report
+from symfence.protocol.crashid import BACKTRACE_MARK, GDB_MAPPING, is_sanitizer_report
 
 _SANITIZER_SYMBOLS = (b"__asan_init", b"__ubsan_handle_", b"__msan_init")
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:symbolize=1:handle_segv=1",
@@ -66,7 +66,8 @@ def gdb_backtrace(binary: str, data: bytes, input_mode: str = "stdin", timeout_s
         fh.flush()
         run = f"run {fh.name}" if input_mode == "file" else f"run < {fh.name}"
         cmd = [gdb, "-batch", "-nx", "-q", "-iex", "set debuginfod enabled off", "-ex", "set pagination off",
-               "-ex", run, "-ex", "bt 16", "-ex", "info symbol $pc", "--args", runnable(binary)]
+               "-ex", run, "-ex", "bt 16", "-ex", "info symbol $pc", "-ex", "info proc mappings",
+               "--args", runnable(binary)]
         try:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s)
         except (subprocess.TimeoutExpired, OSError):
@@ -74,7 +75,9 @@ def gdb_backtrace(binary: str, data: bytes, input_mode: str = "stdin", timeout_s
     out = proc.stdout.decode(errors="replace")
     if "Program received signal" not in out and "Program terminated with signal" not in out:
         return ""
-    return "\n".join(l for l in out.splitlines() if l.startswith(_KEEP_GDB) or " in section " in l)
+    own = runnable(binary)  # the binary's own mappings: a stripped binary's frames as offsets in it
+    return "\n".join(l for l in out.splitlines() if l.startswith(_KEEP_GDB) or " in section " in l
+                     or (GDB_MAPPING.match(l) is not None and l.rstrip().endswith(own)))
 
 
 def native_detail(binary: str, data: bytes, input_mode: str = "stdin", timeout_s: float = 5.0) -> str:
