@@ -28,7 +28,8 @@ template <typename T, typename U> struct Parser {
 };
 }
 static inline __attribute__((always_inline)) int inl_a(const unsigned char *b, int *p) { return p[b[1]]; }
-static inline __attribute__((always_inline)) int inl_b(const unsigned char *b, int *p) { p[b[2] + 4] = b[0]; return 1; }
+static inline __attribute__((always_inline)) int inl_b(const unsigned char *b, int *p) {
+  p[b[2] + 4] = b[0]; return 1; }
 __attribute__((noinline)) int outer(const unsigned char *b) {
   int *p = (int *)malloc(4 * sizeof(int)); int v = 0;
   if (b[0] == 'X') v = inl_a(b, p);
@@ -49,7 +50,8 @@ def key(binary, data: bytes) -> str:
 def test_a_stripped_binary_names_its_frames_by_offset(tmp_path):
     binary = compile_c(tmp_path, "three", THREE_BUGS_C)
     subprocess.run(["strip", str(binary)], check=True)
-    first, again, second = key(binary, b"A" + bytes(10)), key(binary, b"A" + bytes(30)), key(binary, b"B" + bytes(10))
+    first, again = key(binary, b"A" + bytes(10)), key(binary, b"A" + bytes(30))
+    second = key(binary, b"B" + bytes(10))
     assert first == again  # one bug, two inputs
     assert first != second  # two bugs (the old rules: no frame, both 'SIGSEGV' without an edge path)
     assert first.startswith("SIGSEGV @ three+0x") and " > three+0x" in first, first
