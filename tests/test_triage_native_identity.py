@@ -71,3 +71,30 @@ def test_cpp_templates_and_inlined_frames_keep_their_bugs_apart(tmp_path):
     # two bugs inlined into one function: ASan lists each inlined frame on a line of its own
     assert key(asan, b"X\x09\x00") == "heap-buffer-overflow READ 4 @ inl_a > outer > main"
     assert key(asan, b"Y\x00\x09") == "heap-buffer-overflow WRITE 4 @ inl_b > outer > main"
+
+
+LOOPS_C = r"""
+#include <unistd.h>
+volatile int g;
+__attribute__((noinline)) int step(int x) { return x + 1; }
+__attribute__((noinline)) void spin(void) { int i = 0; for (;;) { i = step(i); g = i; } }
+__attribute__((noinline)) void stall(void) { for (;;) { g++; } }
+int main(void) {
+  unsigned char buf[16] = {0}; long n = read(0, buf, sizeof buf);
+  if (n > 0 && (buf[0] == 's' || buf[0] == 'S')) spin();
+  if (n > 0 && buf[0] == 't') stall();
+  return 0; }
+"""
+
+
+def test_native_hangs_one_loop_one_two_loops_two(tmp_path):
+    from symfence.worker.native.base import NativeOptions
+    from symfence.worker.native.runner import with_hang_stack
+
+    binary = str(compile_c(tmp_path, "loops", LOOPS_C, "-g"))
+    opts = NativeOptions(exec_timeout_s=0.3)
+    details = [with_hang_stack(binary, d, opts, "hang: over 0.3 s") for d in (b"s", b"Sxx", b"t")]
+    keys = [identity_from_detail(d, binary, kind="hang").key for d in details]
+    assert keys == ["timeout @ spin > main", "timeout @ spin > main", "timeout @ stall > main"], keys
+    # an input that does not hang gets no stack (the detail stays as it was)
+    assert with_hang_stack(binary, b"x", opts, "hang: over 0.3 s") == "hang: over 0.3 s"
