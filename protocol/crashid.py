@@ -335,11 +335,17 @@ def identity_from_python_exception(exc: BaseException, target: str | None = None
     return identity_from_python_traceback(text, target, under_test)
 
 
-def _exception_type(line: str) -> str:
-    """The exception's type as the traceback prints it (module-qualified unless a builtin:
-    ``struct.error`` and ``zlib.error`` are two types)."""
+def _exception_type(line: str, frames: Sequence[Frame] = ()) -> str:
+    """The exception's type as the traceback prints it (module-qualified unless a builtin), but
+    without its module when that is the module of the frame that raised it: a class raised where
+    it is defined keeps its plain name (``ParseError``), one raised from C code or another module
+    keeps its module (``struct.error`` and ``zlib.error`` are two types)."""
     head = line.split(":", 1)[0].strip()
-    return head if head and " " not in head else (head.split()[0] if head else "unknown")
+    name = head if head and " " not in head else (head.split()[0] if head else "unknown")
+    module, dot, bare = name.rpartition(".")
+    if dot and frames and python_frame_name(frames[-1][0], "x")[:-2] == module.rpartition(".")[2]:
+        return bare
+    return name
 
 
 @dataclass
@@ -392,7 +398,7 @@ def _chain(text: str) -> list[_Block]:
         exc_line = next((l for l in body[end:] if l.strip() and not l[0].isspace()), "")
         if not exc_line:
             exc_line = next((l for l in reversed(lines) if l.strip()), "unknown")
-        block = _Block(frames, _exception_type(exc_line))
+        block = _Block(frames, _exception_type(exc_line, frames))
         if blocks and k >= 2:
             blocks[-1].cause_of_next = chunks[k - 1] == _DIRECT_CAUSE
         blocks.append(block)

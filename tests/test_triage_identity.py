@@ -113,6 +113,8 @@ def test_exceptions_from_c_code_are_named_with_their_module():
     bad_stream = ident("c_errors_target", b"C\x00\x00\x00\x05hello")
     assert short.startswith("struct.error @ triage_targets._chunk")
     assert bad_stream.startswith("zlib.error @ triage_targets._chunk")
+    # a class raised in the module that defines it keeps its plain name (the names saved so far)
+    assert ident("c_errors_target", b"E") == "RecordError @ triage_targets.c_errors_target"
 
 
 def test_a_python_process_killed_in_c_code_is_named_by_its_python_frames():
