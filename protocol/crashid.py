@@ -191,10 +191,13 @@ def _module_file(name: str) -> str | None:
     return None
 
 
+IMPLIED = "~"  # marks a module the harness only imports (see code_under_test)
+
+
 def _harness_modules(module: str) -> frozenset[str]:
-    """The modules a harness file names as its code under test: those it imports (what the
-    default ``coverage.include`` measures, and what ``atheris.instrument_imports()`` /
-    ``instrument_all()`` instrument) and its ``MODULES`` list (the examples' convention)."""
+    """The modules a harness file names as its code under test: its ``MODULES`` list (the
+    examples' convention), and, marked ``IMPLIED``, those it imports (what the default
+    ``coverage.include`` measures, and what ``atheris.instrument_imports()`` around them covers)."""
     import ast
 
     path = _module_file(module)
@@ -208,9 +211,9 @@ def _harness_modules(module: str) -> frozenset[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
+            names.update(IMPLIED + a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
+            names.add(IMPLIED + node.module)
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MODULES"
                                                   for t in node.targets):
             if isinstance(node.value, (ast.Tuple, ast.List)):
@@ -233,17 +236,24 @@ def _under_test(target: str, instrument: str, include: str) -> frozenset[str]:
         else:
             modules.add(entry)
     module = target.partition(":")[0] if target and ":" in target else ""
-    if module and not include.strip():  # coverage.include's default: the target and what it imports
-        modules |= _harness_modules(module)
+    if module:
+        found = _harness_modules(module)
+        # coverage.include's default is the target and what it imports; an explicit one replaces it
+        modules |= {m for m in found if not m.startswith(IMPLIED) or not include.strip()}
     return frozenset(modules)
 
 
 def code_under_test(target: str | None, options: Mapping[str, Any] | None = None) -> frozenset[str]:
     """The standard-library modules (dotted names) a Python campaign counts as code under test, so
     their frames make a crash's identity: what it instruments (``concolic.instrument``, option
-    ``instrument``), what it measures (``coverage.include``, option ``cov_include``; by default
-    the target's own imports, read from its source) and the harness's ``MODULES``. The same
-    target and options give the same set on every rank and in every tool."""
+    ``instrument``), what it measures (``coverage.include``, option ``cov_include``), the
+    harness's ``MODULES``; and, marked ``IMPLIED``, the modules the harness imports (read from
+    its source; what the default ``coverage.include`` measures), which count only when the
+    harness calls the standard library directly: with other code outside the standard library
+    on the stack (a library the harness drives), that library is the code under test, and a
+    ``json`` the harness also imports for itself does not fill the top frames with
+    ``json.decoder``'s. The same target and options give the same set on every rank and in
+    every tool."""
     options = options or {}
     return _under_test(target or "", str(options.get("instrument", "") or ""),
                        str(options.get("cov_include", "") or ""))
@@ -270,12 +280,16 @@ def _keep(frames: Sequence[Frame], target: str | None, under_test: frozenset[str
     there or the frame's module is under test; every frame again if that leaves none."""
     inner = [f for f in reversed(_from_target(frames, target)) if not _is_own(f[0])]
     keep_std = target_in_stdlib(target)
+    modules = frozenset(m for m in under_test if not m.startswith(IMPLIED))
+    harness = (target or "").partition(":")[0].rsplit(".", 1)[-1]
+    if not any(not _is_stdlib(fn) and python_frame_name(fn, "x")[:-2] != harness for fn, _, _ in inner):
+        modules |= {m[len(IMPLIED):] for m in under_test if m.startswith(IMPLIED)}  # only the harness calls
 
     def kept(path: str) -> bool:
         if keep_std or not _is_stdlib(path):
             return True
         module = stdlib_module(path)
-        return module is not None and _in_modules(module, under_test)
+        return module is not None and _in_modules(module, modules)
 
     return [f for f in inner if kept(f[0])] or inner
 

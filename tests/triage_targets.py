@@ -165,3 +165,18 @@ def segv_target(data: bytes) -> None:
         import ctypes
 
         ctypes.string_at(16)
+
+
+
+def library_target(data: bytes) -> None:
+    """A harness that imports json for itself, over a library (tests/triage_lib.py) that calls it."""
+    import json
+
+    from tests import triage_lib
+
+    if data[:1] == b"c":
+        triage_lib.load_config(data[1:].decode("latin-1"))
+    elif data[:1] == b"s":
+        triage_lib.load_state(data[1:].decode("latin-1"))
+    else:
+        json.dumps(list(data))
