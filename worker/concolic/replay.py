@@ -12,7 +12,10 @@ the deadline the child samples its stack ``HANG_SAMPLES`` times, 20 ms apart, an
 frames active at every sample (the same activation: a helper the loop keeps calling is left
 out, the loop's frame and its callers stay) under ``HANG_STACK_MARK``. A target stuck in C code
 (no Python bytecode runs, so no signal handler does) is dumped by faulthandler's watchdog one
-second later; a child killed by a signal prints faulthandler's stack of it too.
+second later; a child killed by a signal prints faulthandler's stack of it too. The timer is
+disarmed before the child exits: its 100 ms re-arming interval used to fire during interpreter
+shutdown on a loaded host, after the handlers were reset, so a hang came back as a crash
+("target process killed by signal 14").
 """
 
 from __future__ import annotations
