@@ -29,6 +29,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import structlog
 
+from symfence.protocol.execpath import runnable
+
 log = structlog.get_logger()
 
 _ID = re.compile(r"^id:(\d{6,})")
@@ -315,7 +317,7 @@ class AflFleet:
     def __init__(self, afl_fuzz: str, binary: str, sync_dir: Path, input_dir: Path, log_dir: Path,
                  count: int, *, input_mode: str, timeout_ms: int, extra: list[str], prefix: str):
         self.argv_of = lambda i: [afl_fuzz, "-S", f"{prefix}{i}", "-i", str(input_dir), "-o", str(sync_dir),
-                                  "-t", str(timeout_ms), *extra, "--", binary,
+                                  "-t", str(timeout_ms), *extra, "--", runnable(binary),
                                   *(["@@"] if input_mode == "file" else [])]
         self.count = count
         self.names = [f"{prefix}{i}" for i in range(count)]

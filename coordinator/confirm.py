@@ -92,6 +92,10 @@ class ClaimsMixin:
                 return
         if kind is Status.HANG:
             self.tmouts += 1
+            ident = self.triage.identity(detail, item.target, kind="hang")  # a stack: known before its re-run
+            if ident.has_frames and self.triage.is_known(item.target, ident):
+                self.stats.triage_rejected[Rejection.KNOWN_HANG.value] += 1
+                return
         if not self.peers.claim(source):
             self.stats.triage_rejected[Rejection.CLAIMS_BACKLOG.value] += 1
             return
@@ -118,13 +122,19 @@ class ClaimsMixin:
             self._garbage(claim.source)
             return
         detail = result.error or claim.detail  # the re-running rank's own account
-        ident = None
         if claim.kind is Status.CRASH:
             ident = self.triage.identity(detail, claim.target, self._trace_edges(result.trace))
             if self.triage.is_known(claim.target, ident):
                 self.stats.triage_rejected[Rejection.KNOWN_CRASH.value] += 1
                 return
             self.triage.remember(claim.target, ident)
+        else:  # a hang: one loop reached by many inputs is one hang (when its stack is known)
+            ident = self.triage.identity(detail, claim.target, kind="hang")
+            if ident.has_frames:
+                if self.triage.is_known(claim.target, ident):
+                    self.stats.triage_rejected[Rejection.KNOWN_HANG.value] += 1
+                    return
+                self.triage.remember(claim.target, ident)
         self.claims.confirmed += 1
         finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
                              found_s=claim.found_s, target=claim.target)
@@ -143,7 +153,7 @@ class ClaimsMixin:
                 fig.hangs += 1
             log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id,
                         target=claim.target,
-                        identity=ident.key if ident is not None else "timeout",
+                        identity=ident.key,
                         found_s=round(claim.found_s, 2), worker=claim.source, confirmed_by=source)
 
     @staticmethod

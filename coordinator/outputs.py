@@ -86,10 +86,11 @@ class OutputDir:
 
     @staticmethod
     def finding_name(kind: str, finding_id: int, *, detail: str, target: str, sig: str | None = None) -> str:
-        """`sig`: the crash identity's file-name form (protocol/crashid.py); None for a finding
-        saved before identities (its old name: the exception type only)."""
+        """`sig`: the crash (or hang) identity's file-name form (protocol/crashid.py); None for a
+        crash saved before identities (its old name: the exception type only) or a hang without
+        a stack (``timeout``)."""
         if kind != "crash":
-            sig = "timeout"
+            sig = sig or "timeout"
         elif sig is None:
             sig = legacy_sig(detail)
         oom = ",kind:oom" if finding_class(kind, detail) is FindingClass.OOM else ""

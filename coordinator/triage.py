@@ -10,8 +10,15 @@ which returns the smallest input it found with the same identity. The minimized 
 the journal (``triage.min_data``) and as ``minimized/crashes/<same name>``; findings not
 minimized yet are queued again on ``--resume``.
 
-Journals written before identities: their findings have no triage row and keep their old
-signatures in their names; the identity recomputed from their detail still counts them as known.
+A hang has an identity too when its detail has the stack it hung in (``crashid.identity_from_hang``:
+``timeout`` and the top 3 frames active at the deadline); a hang with a known identity is not saved
+again. A hang without a stack (a native target without gdb) has none and is always saved.
+
+Resume: a saved finding keeps the name it was saved under (the identity stored in its triage row,
+or for a journal from before identities the exception type), whatever the rules are now; both
+that stored identity and the one the current rules give its detail count as known, so the same
+bug found again is not saved again after the rules changed, and its minimization (owed) looks
+for the current rules' identity, which the minimizer computes.
 """
 
 from __future__ import annotations
@@ -23,13 +30,14 @@ import structlog
 
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
-from symfence.protocol.crashid import CrashIdentity, identity_from_detail
+from symfence.protocol.crashid import CrashIdentity, code_under_test, identity_from_detail
 from symfence.protocol.ids import WorkId, sha256_hex, work_id_for
 from symfence.protocol.messages import Result, Status
 
 log = structlog.get_logger()
 
 EXECUTOR = "minimize"  # the worker's executor name for minimization tasks
+PYTHON_EXECUTORS = ("concolic", "fuzz", "hybrid")  # the base executors of Python targets
 OPTION_PREFIX = "minimize_"  # the task's own options, beside the base executor's
 
 
@@ -41,7 +49,7 @@ class MinJob:
     finding_id: int
     target: str
     data: bytes
-    identity: str  # CrashIdentity.key ('' for a hang)
+    identity: str  # CrashIdentity.key ('' if it has none)
     name: str  # the finding's file name (the minimized file gets the same)
 
 
@@ -66,9 +74,19 @@ class Triage:
 
     # -- identity -------------------------------------------------------------------------------
 
-    @staticmethod
-    def identity(detail: str, target: str, trace: Iterable[int] | None = None) -> CrashIdentity:
-        return identity_from_detail(detail, target, trace)
+    def under_test(self, target: str) -> frozenset[str]:
+        """The stdlib modules counted as this target's code under test (``crashid.code_under_test``;
+        from the executor options the minimizer gets too, so both compute the same identity)."""
+        return code_under_test(target, self.base_options) if self.python else frozenset()
+
+    @property
+    def python(self) -> bool:
+        return self.base_executor in PYTHON_EXECUTORS
+
+    def identity(self, detail: str, target: str, trace: Iterable[int] | None = None, *,
+                 kind: str = "crash") -> CrashIdentity:
+        """A crash's (``kind="hang"``: a hang's) identity from the confirming rank's detail."""
+        return identity_from_detail(detail, target, trace, self.under_test(target), kind=kind)
 
     def is_known(self, target: str, ident: CrashIdentity) -> bool:
         return (target, ident.key) in self.known
@@ -91,10 +109,11 @@ class Triage:
         """A finding the journal just recorded (`f`: journal.Finding): note its identity and queue
         its minimization."""
         kind = f.kind.value
-        if ident is not None:
+        if ident is not None and (kind == "crash" or ident.has_frames):
             self.identity_of[(kind, f.finding_id)] = ident
-        self.journal.note_triage(kind, f.finding_id, identity=ident.key if ident else "", stage=stage)
-        key = ident.key if ident else ""
+        stored = ident.key if ident is not None and (kind == "crash" or ident.has_frames) else ""
+        self.journal.note_triage(kind, f.finding_id, identity=stored, stage=stage)
+        key = ident.key if ident is not None and ident.has_frames else ""
         self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, key, self.name_of(f)))
 
     def _enqueue(self, job: MinJob) -> None:
@@ -134,11 +153,12 @@ class Triage:
             kind = f.kind.value
             row = rows.get((kind, f.finding_id))
             key = row[0] if row else ""
-            if kind == "crash":
-                ident = CrashIdentity.from_key(key) if key else self.identity(f.detail, f.target)
-                self.remember(f.target, ident)
-                if key:
-                    self.identity_of[(kind, f.finding_id)] = ident
+            now = self.identity(f.detail, f.target, kind=kind)  # the current rules' identity
+            if key:  # its name: the identity it was saved under
+                self.identity_of[(kind, f.finding_id)] = CrashIdentity.from_key(key)
+                self.remember(f.target, CrashIdentity.from_key(key))
+            if now.has_frames or (kind == "crash" and not key):  # (a frameless one: before identities)
+                self.remember(f.target, now)
             name = self.name_of(f)
             min_data = row[2] if row else None
             if min_data is not None:
@@ -147,7 +167,7 @@ class Triage:
                     self.out.minimized(kind, name, min_data)
                     written += 1
             else:
-                own = key if kind == "crash" else ""
+                own = now.key if now.has_frames else key  # what the minimizer computes now
                 self._enqueue(MinJob(kind, f.finding_id, f.target, f.data, own, name))
         return written
 
@@ -222,7 +242,7 @@ def unique_crashes(journal: Any, out_root: Any) -> list[str]:
             recomputed = identity_from_detail(f.detail, f.target).key
             ident = ident or f"{recomputed} (recomputed; saved before identities)"
         else:
-            ident = "hang"
+            ident = ident or "hang (no stack: not deduplicated)"
         folder = root / ("crashes" if kind == "crash" else "hangs")
         path = next(folder.glob(f"id:{f.finding_id:06d},*"), None)
         mpath = root / "minimized" / folder.name / path.name if path is not None else None

@@ -34,6 +34,7 @@ class Rejection(str, enum.Enum):
     NO_NEW_BITS = "no_new_bits"  # (commit) nothing new for the map
     DUPLICATE_INPUT = "duplicate_input"  # (commit) the journal has this input for this target
     KNOWN_CRASH = "known_crash"  # (claims) a crash whose identity is known
+    KNOWN_HANG = "known_hang"  # (claims) a hang whose identity (its stack at the deadline) is known
     CLAIMS_BACKLOG = "claims_backlog"  # (claims) the rank has too many unconfirmed claims
     DUPLICATE_CLAIM = "duplicate_claim"  # (claims) the same input is claimed already
 

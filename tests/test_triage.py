@@ -96,6 +96,7 @@ def test_native_two_segvs_and_a_heap_overflow_are_three_unique_crashes(tmp_path)
     for binary, bugs in ((plain, 2), (asan, 3)):  # the plain build reads past the heap block unharmed
         triage = Triage.__new__(Triage)
         triage.known = set()
+        triage.base_executor, triage.base_options = "native", {}
         kept = []
         for data in inputs + [inputs[0] + b"more", inputs[1] + b"more"]:  # each found twice
             code = subprocess.run([str(binary)], input=data, capture_output=True).returncode

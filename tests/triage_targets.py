@@ -33,3 +33,150 @@ def target(data: bytes) -> None:
         _check_kind(data[1])
     elif data[0] == ord("L") and data[2] == ord("l"):
         _check_kind(data[1])
+
+
+# --- identity cases: each pair of inputs below is two bugs, or one bug reached twice -------------
+
+import struct  # noqa: E402 - the cases below use these; the module's first half needs none
+import zlib  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402 - stdlib code under test behind this harness
+
+
+def url_target(data: bytes) -> None:
+    """``urllib.parse`` (stdlib) under test: two of its ValueErrors are two bugs."""
+    parts = urlsplit(data.decode("latin-1"))  # b"http://[::1": "Invalid IPv6 URL" in urlsplit
+    _ = parts.port  # b"http://h:99999999": "Port out of range" in the port property
+
+
+def _wrap(fn, data: bytes) -> None:
+    try:
+        fn(data)
+    except (IndexError, KeyError) as exc:
+        raise RuntimeError("malformed record") from exc  # one wrapper over distinct root causes
+
+
+def _first(data: bytes) -> int:
+    return data[10]  # IndexError: root cause 1
+
+
+def _second(data: bytes) -> int:
+    return {}[data[:1]]  # KeyError: root cause 2
+
+
+def chained_target(data: bytes) -> None:
+    if data[:1] == b"1":
+        _wrap(_first, data)
+    elif data[:1] == b"2":
+        _wrap(_second, data)
+    elif data[:1] == b"3":  # root cause 1 again, by another path
+        _wrap(_first, data[:5])
+
+
+def _value(data: bytes, pos: int) -> int:
+    """A recursive-descent parser without a depth limit: '[' nests."""
+    if pos < len(data) and data[pos:pos + 1] == b"[":
+        return _array(data, pos + 1)
+    return pos
+
+
+def _array(data: bytes, pos: int) -> int:
+    return _value(data, pos)
+
+
+def _group(data: bytes, pos: int) -> int:
+    """A second, distinct unbounded recursion: '(' nests."""
+    if pos < len(data) and data[pos:pos + 1] == b"(":
+        return _group(data, pos + 1)
+    return pos
+
+
+def recursion_target(data: bytes) -> None:
+    if data[:1] == b"(":
+        _group(data, 0)
+    else:
+        _value(data, 0)
+
+
+def assert_target(data: bytes) -> None:
+    """A differential-style harness: two checks in one function are two bugs."""
+    if len(data) < 2:
+        return
+    assert data[0] != 0x41, "first check"
+    assert data[1] != 0x42, "second check"
+
+
+def exit_target(data: bytes) -> None:
+    if data[:1] == b"x":
+        raise SystemExit(3)
+    if data[:1] == b"k":
+        raise KeyboardInterrupt
+
+
+def _chunk(data: bytes) -> bytes:
+    (size,) = struct.unpack(">I", data[1:5])  # struct.error on a short header
+    return zlib.decompress(data[5:5 + size])  # zlib.error on a bad stream: another bug, same function
+
+
+class RecordError(Exception):
+    """This module's own error: raised here, named without its module."""
+
+
+def c_errors_target(data: bytes) -> None:
+    if data[:1] == b"C":
+        _chunk(data)
+    elif data[:1] == b"E":
+        raise RecordError("bad record")
+
+
+def _spin_helper(x: int) -> int:
+    return x + 1
+
+
+def _spin(data: bytes) -> None:
+    i = 0
+    while data:  # an infinite loop that keeps calling a helper
+        i = _spin_helper(i)
+
+
+def _stall() -> None:
+    while True:  # a second, distinct infinite loop
+        pass
+
+
+def hang_target(data: bytes) -> None:
+    if data[:1] in (b"s", b"S"):  # one loop, two inputs
+        _spin(data)
+    elif data[:1] == b"t":
+        _stall()
+
+
+def _deref(address: int) -> bytes:
+    import ctypes
+
+    return ctypes.string_at(address)  # SIGSEGV in C code: the Python process dies
+
+
+def segv_target(data: bytes) -> None:
+    if data[:1] == b"a":  # one bug (_deref's), two inputs
+        _deref(0)
+    elif data[:1] == b"b":
+        _deref(8)
+    elif data[:1] == b"c":  # another call site: another bug
+        import ctypes
+
+        ctypes.string_at(16)
+
+
+
+def library_target(data: bytes) -> None:
+    """A harness that imports json for itself, over a library (tests/triage_lib.py) that calls it."""
+    import json
+
+    from tests import triage_lib
+
+    if data[:1] == b"c":
+        triage_lib.load_config(data[1:].decode("latin-1"))
+    elif data[:1] == b"s":
+        triage_lib.load_state(data[1:].decode("latin-1"))
+    else:
+        json.dumps(list(data))

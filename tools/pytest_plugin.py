@@ -33,7 +33,8 @@ class SavedFindingItem(pytest.Item):
         from symfence.tools.replay import CRASHING, HANGING, Now, judge
 
         f = self.finding
-        row = judge(f, self.runner.run(f.target, f.data), f.target)
+        row = judge(f, self.runner.run(f.target, f.data), f.target,
+                    under_test=self.runner.under_test(f.target))
         if row.now is Now.FIXED:
             return
         if row.now is Now.UNREPLAYABLE:

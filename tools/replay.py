@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
-from symfence.protocol.crashid import identity_from_detail
+from symfence.protocol.crashid import code_under_test, identity_from_detail
 from symfence.tools.campaign_dir import CampaignDir, CampaignDirError, SavedInput, locate
 from symfence.worker.concolic.replay import Replay, Verdict
 
@@ -53,17 +53,22 @@ CRASHING = (Now.SAME, Now.DIFFERENT, Now.NEW_CRASH, Now.KNOWN_CRASH)
 HANGING = (Now.HANGS, Now.NEW_HANG)
 
 
-def identify_run(kind: str, detail: str, target: str) -> str:
+def identify_run(kind: str, detail: str, target: str, under_test: Iterable[str] | None = None) -> str:
     """The crash identity of one run from its detail (the one switch to issue 19's identity)."""
-    return HANG_IDENTITY if kind == "hang" else identity_from_detail(detail, target).key
+    return HANG_IDENTITY if kind == "hang" else identity_from_detail(detail, target, None, under_test).key
 
 
-def saved_identity(item: SavedInput) -> str:
-    """The identity the campaign saved for a finding (the journal's triage record), else, for a
-    finding saved before identities, derived from its saved detail as a replay's is."""
+def saved_identity(item: SavedInput, under_test: Iterable[str] | None = None) -> str:
+    """A saved finding's identity under today's rules, as a replay's is computed: from its saved
+    detail (the confirming rank's account), so a campaign saved under older rules compares
+    like with like; the journal's stored identity only when the detail has no frames and the
+    stored one does (a native crash's edge path)."""
     if item.kind == "hang":
         return HANG_IDENTITY
-    return item.identity or identify_run(item.kind, item.detail, item.target)
+    now = identity_from_detail(item.detail, item.target, None, under_test) if item.detail else None
+    if now is not None and (now.has_frames or not item.identity):
+        return now.key
+    return item.identity or (now.key if now is not None else "unknown")
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,15 @@ class Runner:
     def target(self, target: str) -> str:
         return self.remap.get(target, target)
 
+    def under_test(self, target: str) -> frozenset[str]:
+        """The campaign's code under test for ``target`` (``crashid.code_under_test`` of its
+        executor options, as the campaign computed its identities)."""
+        if self.native or self.campaign is None:
+            return frozenset()
+        from symfence.coordinator.config import executor_options
+
+        return code_under_test(target, executor_options(self.campaign.cfg))
+
     def run(self, target: str, data: bytes) -> Replay:
         target = self.target(target)
         if self.native:
@@ -121,10 +135,12 @@ class Runner:
 
 
 def judge(item: SavedInput, replay: Replay, target: str,
-          known_identities: dict[str, set[str]] | None = None) -> Row:
-    """Compare what an input does now with what the campaign saved."""
+          known_identities: dict[str, set[str]] | None = None,
+          under_test: Iterable[str] | None = None) -> Row:
+    """Compare what an input does now with what the campaign saved (``under_test``: the
+    campaign's code under test for ``target``, ``Runner.under_test``)."""
     corpus = item.kind == "queue"
-    saved = "" if corpus else saved_identity(item)
+    saved = "" if corpus else saved_identity(item, under_test)
     known_identities = known_identities or {}
     if replay.verdict is Verdict.UNKNOWN:
         return Row(item, Now.UNREPLAYABLE, saved, "", replay.detail)
@@ -132,7 +148,7 @@ def judge(item: SavedInput, replay: Replay, target: str,
         return Row(item, Now.FIXED, saved, "", "")
     if replay.verdict is Verdict.HUNG:
         return Row(item, Now.NEW_HANG if corpus else Now.HANGS, saved, HANG_IDENTITY, replay.detail)
-    identity = identify_run("crash", replay.detail, target)
+    identity = identify_run("crash", replay.detail, target, under_test)
     if corpus:
         known = identity in known_identities.get(item.target, ())
         return Row(item, Now.KNOWN_CRASH if known else Now.NEW_CRASH, saved, identity, replay.detail)
@@ -148,10 +164,11 @@ def replay_all(runner: Runner, items: Iterable[SavedInput], jobs: int = 1) -> li
     known: dict[str, set[str]] = {}
     for i in items:
         if i.kind == "crash":
-            known.setdefault(i.target, set()).add(saved_identity(i))
+            known.setdefault(i.target, set()).add(saved_identity(i, runner.under_test(i.target)))
 
     def one(item: SavedInput) -> Row:
-        return judge(item, runner.run(item.target, item.data), item.target, known)
+        return judge(item, runner.run(item.target, item.data), item.target, known,
+                     runner.under_test(item.target))
 
     if jobs <= 1 or len(items) <= 1:
         return [one(i) for i in items]

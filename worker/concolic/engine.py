@@ -268,7 +268,7 @@ class _Search:
         if kind is ExitKind.CRASH and replay.verdict is Verdict.CRASHED:
             return replay.detail or detail
         if kind is ExitKind.HANG and replay.verdict is Verdict.HUNG:
-            return detail
+            return replay.detail or detail  # the plain run's stack at the deadline: the hang's identity
         if replay.verdict is Verdict.CRASHED and kind is ExitKind.HANG:
             self.stats["confirm_kind_changed"] += 1
             return None

@@ -6,6 +6,16 @@ or exceeds the time limit on the same input. The child is a few lines run with `
 imports neither symfence nor z3); the input goes through stdin, the verdict comes back as the
 exit status, the plain traceback on stderr. Its environment is ``protocol.childenv``'s, with the
 engine's ``sys.path`` as ``PYTHONPATH`` (a ``-c`` child has no other way to receive it).
+
+A hang's detail carries what makes its identity (``protocol.crashid.identity_from_hang``): past
+the deadline the child samples its stack ``HANG_SAMPLES`` times, 20 ms apart, and prints the
+frames active at every sample (the same activation: a helper the loop keeps calling is left
+out, the loop's frame and its callers stay) under ``HANG_STACK_MARK``. A target stuck in C code
+(no Python bytecode runs, so no signal handler does) is dumped by faulthandler's watchdog one
+second later; a child killed by a signal prints faulthandler's stack of it too. The timer is
+disarmed before the child exits: its 100 ms re-arming interval used to fire during interpreter
+shutdown on a loaded host, after the handlers were reset, so a hang came back as a crash
+("target process killed by signal 14").
 """
 
 from __future__ import annotations
@@ -17,12 +27,15 @@ import sys
 from dataclasses import dataclass
 
 from symfence.protocol.childenv import child_env
+from symfence.protocol.crashid import HANG_STACK_MARK
+
+HANG_SAMPLES = 5  # stacks sampled 20 ms apart after the deadline: a hang's identity is what stays active
 
 _OK, _CRASH, _HANG, _LOAD = 0, 10, 11, 12
 
 _CHILD = r"""
 import importlib, signal, sys, traceback
-spec, timeout = sys.argv[1], float(sys.argv[2])
+spec, timeout, MARK, SAMPLES = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 data = sys.stdin.buffer.read()
 module_name, _, function_name = spec.partition(":")
 try:  # an Atheris harness's libFuzzer-only calls: no-ops (as worker/atheris_compat.py does)
@@ -38,22 +51,45 @@ try:
 except BaseException:
     traceback.print_exc()
     sys.exit(12)
+import faulthandler
+faulthandler.enable()  # killed by a signal (C extension code): the Python stack on stderr
 class Timeout(BaseException):
     pass
+samples = []  # the stacks (frame objects, outermost first) sampled after the deadline
 def alarm(signum, frame):
+    if len(samples) < SAMPLES and frame is not None:
+        stack = []
+        while frame is not None:
+            stack.append(frame)
+            frame = frame.f_back
+        samples.append(stack[::-1])
+        return
     raise Timeout()
 signal.signal(signal.SIGALRM, alarm)
-signal.setitimer(signal.ITIMER_REAL, timeout, 0.1)
+signal.setitimer(signal.ITIMER_REAL, timeout, 0.02)
+faulthandler.dump_traceback_later(timeout + 1.0, exit=True)  # stuck in C code: its stack, then exit
 try:
     target(data)
 except Timeout:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    faulthandler.cancel_dump_traceback_later()
+    active = []  # the frames active at every sample (the same activation), outermost first
+    for level in zip(*samples):
+        if any(f is not level[0] for f in level):
+            break
+        active.append(level[0])
+    summary = traceback.StackSummary.extract((f, f.f_lineno) for f in active)
+    sys.stderr.write(MARK + "\n" + "".join(summary.format()))
+    sys.stderr.flush()
     sys.exit(11)
 except BaseException:
     signal.setitimer(signal.ITIMER_REAL, 0)
+    faulthandler.cancel_dump_traceback_later()
     traceback.print_exc()
     sys.stderr.flush()
     sys.exit(10)
 signal.setitimer(signal.ITIMER_REAL, 0)
+faulthandler.cancel_dump_traceback_later()
 sys.exit(0)
 """
 
@@ -80,7 +116,8 @@ def replay_plain(target: str, data: bytes, timeout_s: float, *, python: str | No
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.pop("PYTHONSTARTUP", None)
     try:
-        proc = subprocess.run([python or sys.executable, "-c", _CHILD, target, repr(float(timeout_s))],
+        proc = subprocess.run([python or sys.executable, "-c", _CHILD, target, repr(float(timeout_s)),
+                               HANG_STACK_MARK, str(HANG_SAMPLES)],
                               input=data, capture_output=True, env=env,
                               timeout=timeout_s + 30.0, start_new_session=True)
     except subprocess.TimeoutExpired:
@@ -92,10 +129,13 @@ def replay_plain(target: str, data: bytes, timeout_s: float, *, python: str | No
     if code == _OK:
         return Replay(Verdict.RAN_FINE, "")
     if code == _HANG:
-        return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s")
+        return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s\n{stderr[-8000:]}")
+    if stderr.startswith("Timeout (") and "(most recent call first)" in stderr:  # stuck in C code
+        return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s (faulthandler's stack at "
+                                    f"{timeout_s + 1.0:g} s)\n{stderr[-8000:]}")
     if code == _LOAD:
         return Replay(Verdict.UNKNOWN, "plain import failed: " + stderr[-500:])
     if code == _CRASH:
         return Replay(Verdict.CRASHED, stderr)
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    return Replay(Verdict.CRASHED, f"target process {how}\n{stderr[-2000:]}")
+    return Replay(Verdict.CRASHED, f"target process {how}\n{stderr[-8000:]}")

@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from symfence.protocol.execpath import runnable
 from symfence.worker.native.base import NativeError, RunKind, RunResult, fold, signal_name
 from symfence.worker.native.shm import SharedMap
 
@@ -33,7 +34,7 @@ def map_size_of(status: int) -> int | None:
 def dumped_map_size(binary: str, env: dict[str, str]) -> int:
     """The map size an AFL++ build needs (``AFL_DUMP_MAP_SIZE=1`` makes it print it and exit)."""
     try:
-        out = subprocess.run([binary], env={**env, "AFL_DUMP_MAP_SIZE": "1"}, stdin=subprocess.DEVNULL,
+        out = subprocess.run([runnable(binary)], env={**env, "AFL_DUMP_MAP_SIZE": "1"}, stdin=subprocess.DEVNULL,
                              capture_output=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NativeError(f"cannot run the AFL build {binary}: {exc}") from None
@@ -67,7 +68,7 @@ class ForkserverOracle:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def _argv(self) -> list[str]:
-        argv = [self.binary, *self.args]
+        argv = [runnable(self.binary), *self.args]
         if self.input_mode == "file":
             argv = [self.input_path if a == "@@" else a for a in argv]
             if self.input_path not in argv:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from symfence.worker.concolic.replay import Replay, Verdict
 from symfence.protocol.childenv import child_env
+from symfence.protocol.execpath import runnable
 from symfence.worker.native.base import signal_name
 
 SANITIZER_ENV = {"ASAN_OPTIONS": "abort_on_error=1:symbolize=1:detect_leaks=0",
@@ -40,7 +41,7 @@ def run_plain(binary: str, data: bytes, *, input_mode: str = "stdin", timeout_s:
             resource.setrlimit(resource.RLIMIT_AS, (size, size))
 
     with tempfile.TemporaryDirectory(prefix="symfence-plain-") as tmp:
-        argv = [str(Path(binary).resolve()), *args]
+        argv = [runnable(binary), *args]
         stdin: int | None = subprocess.PIPE
         if input_mode == "file":
             path = os.path.join(tmp, "input")

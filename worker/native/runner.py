@@ -42,6 +42,15 @@ def with_frames(target: str, data: bytes, opts: NativeOptions, detail: str) -> s
     return f"{detail}\n{frames}" if frames else detail
 
 
+def with_hang_stack(target: str, data: bytes, opts: NativeOptions, detail: str) -> str:
+    """A hang's detail with the stack it hangs in (gdb, sampled past ``exec_timeout_s``;
+    worker/triage/symbolize.py) for its identity; asked only by a confirmation re-run."""
+    from symfence.worker.triage.symbolize import native_hang_detail
+
+    frames = native_hang_detail(target, data, opts.input, deadline_s=opts.exec_timeout_s)
+    return f"{detail}\n{frames}" if frames else detail
+
+
 def exit_kind(kind: RunKind) -> ExitKind:
     return {RunKind.OK: ExitKind.OK, RunKind.CRASH: ExitKind.CRASH, RunKind.HANG: ExitKind.HANG,
             RunKind.OOM: ExitKind.CRASH}[kind]
@@ -136,6 +145,9 @@ class Runner:
                 if own.kind is RunKind.CRASH and bound >= opts.max_branches:
                     events.entered(Phase.ENGINE, data, bound)  # gdb gets the engine's time-out
                     error = with_frames(target, data, opts, error)  # a confirmation: the crash's identity
+                elif own.kind is RunKind.HANG and bound >= opts.max_branches:
+                    events.entered(Phase.ENGINE, data, bound)
+                    error = with_hang_stack(target, data, opts, error)  # a confirmation: the hang's identity
                 return Outcome(status, trace=salted(own.trace, salt), error=error,
                                wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
                                stats={"not_explored": 1})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import re
 
+from symfence.protocol.execpath import runnable
 from symfence.worker.native.base import NativeError, RunKind, RunResult, fold, signal_name
 
 _KILLED = re.compile(rb"Program killed by signal (\d+)")
@@ -58,7 +59,7 @@ class ShowmapOracle:
                 "-m", str(self.mem_limit_mb) if self.mem_limit_mb else "none"]
         if self.raw:
             argv.append("-r")
-        target = [self.binary, *self.args]
+        target = [runnable(self.binary), *self.args]
         if self.input_mode == "file":
             target = [a for a in target] if "@@" in target else [*target, "@@"]
             argv += ["-H", inp]

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from symfence.protocol.execpath import runnable
 from symfence.worker.native.base import EngineRun, GeneratedInput, NativeError, NativeOptions, RunKind, RunResult, signal_name
 
 
@@ -29,6 +30,7 @@ class SymccEngine:
         if not self.argv or not (Path(self.argv[0]).is_file() or shutil.which(self.argv[0])):
             raise NativeError(f"SymCC command {options.symcc_command!r} for {target}: "
                               f"{self.argv[0] if self.argv else '(empty)'} not found (build it with symcc)")
+        self.argv[0] = runnable(self.argv[0])
         self.options = options
         self.on_spawn = on_spawn or (lambda pgid: None)
         self._dir = tempfile.mkdtemp(prefix="symfence-symcc-", dir=work_dir)

@@ -26,7 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symfence.protocol.crashid import identity_from_detail, identity_from_python_exception
+from symfence.protocol.execpath import runnable
+from symfence.protocol.crashid import (HANG_STACK_MARK, code_under_test, identity_from_detail, identity_from_hang,
+                                       identity_from_python_exception)
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
@@ -68,26 +70,55 @@ class _Timeout(BaseException):
     pass
 
 
+HANG_SAMPLES = 5  # as the plain replay (worker/concolic/replay.py): the frames active at every sample
+_samples: list[list[Any]] = []
+
+
 def _on_vtalrm(signum: int, frame: Any) -> None:
+    if len(_samples) < HANG_SAMPLES and frame is not None:
+        stack = []
+        while frame is not None:
+            stack.append(frame)
+            frame = frame.f_back
+        _samples.append(stack[::-1])
+        return
     raise _Timeout()
 
 
-def python_oracle(target: str, exec_timeout_s: float) -> Callable[[bytes], tuple[str, str]]:
-    """run(data) -> (outcome, detail): outcome "ok", "hang" or the crash's identity key."""
+def _hang_stack() -> str:
+    """The frames active at every sample past the deadline, under HANG_STACK_MARK."""
+    active = []
+    for level in zip(*_samples):
+        if any(f is not level[0] for f in level):
+            break
+        active.append(level[0])
+    _samples.clear()
+    summary = traceback.StackSummary.extract((f, f.f_lineno) for f in active)
+    return HANG_STACK_MARK + "\n" + "".join(summary.format())
+
+
+def python_oracle(target: str, exec_timeout_s: float,
+                  under_test: frozenset[str] = frozenset()) -> Callable[[bytes], tuple[str, str]]:
+    """run(data) -> (outcome, detail): outcome "ok", the crash's identity key, or for a hang
+    ``hang`` plus its identity key (the stack it hung in, as the campaign's confirmation takes it)."""
     module_name, _, attr = target.partition(":")
     fn = getattr(importlib.import_module(module_name), attr)
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
 
     def run(data: bytes) -> tuple[str, str]:
-        signal.setitimer(signal.ITIMER_VIRTUAL, exec_timeout_s, 0.05)
+        _samples.clear()
+        signal.setitimer(signal.ITIMER_VIRTUAL, exec_timeout_s, 0.02)
         try:
             fn(data)
         except _Timeout:
-            return "hang", f"execution exceeded {exec_timeout_s:g} s of CPU time"
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            detail = f"execution exceeded {exec_timeout_s:g} s of CPU time\n{_hang_stack()}"
+            ident = identity_from_hang(detail, target, under_test)
+            return ("hang " + ident.key if ident.has_frames else "hang"), detail
         except BaseException as exc:  # noqa: BLE001 - what the target raises is the crash
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
             text = "".join(traceback.format_exception(exc))[-8000:]
-            return identity_from_python_exception(exc, target).key, text
+            return identity_from_python_exception(exc, target, under_test).key, text
         finally:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         return "ok", ""
@@ -125,7 +156,7 @@ def afl_tmin(afl_binary: str, data: bytes, input_mode: str, exec_timeout_s: floa
         src, dst = os.path.join(tmp, "in"), os.path.join(tmp, "out")
         with open(src, "wb") as fh:
             fh.write(data)
-        cmd = [tool, "-i", src, "-o", dst, "-t", str(max(int(exec_timeout_s * 1000), 50)), "--", afl_binary]
+        cmd = [tool, "-i", src, "-o", dst, "-t", str(max(int(exec_timeout_s * 1000), 50)), "--", runnable(afl_binary)]
         if input_mode == "file":
             cmd.append("@@")
         env = {**os.environ, "AFL_SKIP_CPUFREQ": "1", "AFL_NO_AFFINITY": "1", "AFL_QUIET": "1",
@@ -153,9 +184,9 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         input_mode = str(options.get("input", "stdin"))
         oracle = native_oracle(target, input_mode, exec_timeout_s)
     else:
-        oracle = python_oracle(target, exec_timeout_s)
+        oracle = python_oracle(target, exec_timeout_s, code_under_test(target, options))
     want, detail = oracle(data)
-    if want == "ok" or (kind == "hang") != (want == "hang"):
+    if want == "ok" or (kind == "hang") != want.startswith("hang"):
         return {"error": f"the original input does not reproduce here ({want})"}
     gdb_key = ""
     if native and want.startswith("signal:"):  # the plain build: the frames come from gdb
@@ -181,8 +212,7 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         best_detail = f"{best_detail}\n{native_detail(target, best, input_mode)}"
     return {"data": best.hex(), "detail": best_detail or detail, "execs": calls + 2,
             "identity": gdb_key or want, "afl_tmin": used_tmin,
-            "mismatch": kind == "crash" and bool(spec.get("identity"))
-            and spec["identity"] != (gdb_key or want)}
+            "mismatch": bool(spec.get("identity")) and spec["identity"] != (gdb_key or want).removeprefix("hang ")}
 
 
 def outcome_of(spec: MinimizeSpec, result: Mapping[str, Any], wall_s: float) -> Outcome:

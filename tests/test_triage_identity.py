@@ -1,0 +1,235 @@
+"""Crash and hang identity on the cases real harnesses hit (docs/triage.md, "Crash identity"):
+each case is a pair of real runs of tests/triage_targets.py, either two bugs (two identities) or
+one bug reached twice (one). Identities are taken as the campaign takes them: from the detail a
+fresh plain process prints (worker/concolic/replay.py, what a confirmation's detail is), and
+checked equal to the in-process exception's (the minimizer's) where there is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from symfence.protocol.crashid import (
+    HANG_TYPE,
+    code_under_test,
+    identity_from_detail,
+    identity_from_python_exception,
+)
+from symfence.protocol.rules import fit_text
+from symfence.worker.concolic.replay import Verdict, replay_plain
+from tests import triage_targets
+
+MOD = "tests.triage_targets"
+
+
+def _plain(fn: str, data: bytes, timeout_s: float = 5.0) -> tuple[Verdict, str]:
+    r = replay_plain(f"{MOD}:{fn}", data, timeout_s)
+    return r.verdict, r.detail
+
+
+def ident(fn: str, data: bytes) -> str:
+    """The identity of a crash both ways: plain process's detail, and the exception in process."""
+    verdict, detail = _plain(fn, data)
+    assert verdict is Verdict.CRASHED, (fn, data, detail)
+    key = identity_from_detail(detail, f"{MOD}:{fn}").key
+    try:
+        getattr(triage_targets, fn)(data)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+        assert identity_from_python_exception(exc, f"{MOD}:{fn}").key == key, detail
+    return key
+
+
+def test_stdlib_code_under_test_behind_a_harness_keeps_two_bugs_two():
+    # urllib.parse is in the standard library, the harness is not: its frames count since the
+    # harness imports it (what coverage.include measures by default)
+    assert "~urllib.parse" in code_under_test(f"{MOD}:url_target")  # imported: when the harness calls it
+    a, b = ident("url_target", b"http://[::1"), ident("url_target", b"http://h:99999999")
+    assert a == "ValueError @ parse.urlsplit > triage_targets.url_target"
+    assert b == "ValueError @ parse.port > triage_targets.url_target"
+    assert ident("url_target", b"https://[zz") == a  # the same bug again
+
+
+def test_a_library_between_harness_and_stdlib_is_the_code_under_test():
+    # the harness imports json for itself; the library's two json.loads calls are two bugs (not
+    # both 'JSONDecodeError @ decoder.raw_decode > decoder.decode > json.loads')
+    config, state = ident("library_target", b"c{"), ident("library_target", b"s {")
+    assert config == "JSONDecodeError @ triage_lib.load_config > triage_targets.library_target"
+    assert state == "JSONDecodeError @ triage_lib.load_state > triage_targets.library_target"
+
+
+def test_code_under_test_comes_from_the_campaign_options_and_the_harness():
+    demo = "examples.parsers.wave_header:target"
+    assert "wave" in code_under_test(demo)  # the harness imports it (and lists it in MODULES)
+    assert "wave" in code_under_test(demo, {"instrument": "wave", "cov_include": "examples"})
+    # an explicit coverage.include replaces the harness's imports; concolic.instrument adds to it
+    only = code_under_test(f"{MOD}:url_target", {"cov_include": "tests", "instrument": "json"})
+    assert "json" in only and not any("urllib" in m for m in only)
+    import xml.dom.minidom
+
+    path = xml.dom.minidom.__file__
+    assert "xml.dom.minidom" in code_under_test("x:y", {"cov_include": path})  # a stdlib path: its module
+
+
+def test_chained_exceptions_are_told_apart_by_their_root_cause():
+    one, two, again = (ident("chained_target", d) for d in (b"1", b"2", b"3"))
+    assert one.startswith("RuntimeError<-IndexError @ triage_targets._first")
+    assert two.startswith("RuntimeError<-KeyError @ triage_targets._second")
+    assert again == one  # the same root cause by another path
+
+
+def _at_depth(depth: int, fn: Any, data: bytes) -> BaseException:
+    if depth:
+        return _at_depth(depth - 1, fn, data)
+    try:
+        fn(data)
+    except BaseException as exc:  # noqa: BLE001
+        return exc
+    raise AssertionError("no crash")
+
+
+def test_recursion_error_is_its_cycle_whatever_the_depth_it_hit_the_limit_at():
+    target = f"{MOD}:recursion_target"
+    deep = b"[" * 5000
+    keys = {identity_from_python_exception(_at_depth(d, triage_targets.recursion_target, deep), target).key
+            for d in range(4)}  # the stack depth the harness is called at differs per context
+    assert keys == {"RecursionError @ cycle:triage_targets._array+triage_targets._value"
+                    " > triage_targets.recursion_target"}
+    plain = ident("recursion_target", deep)
+    assert plain in keys
+    other = ident("recursion_target", b"(" * 5000)
+    assert other == "RecursionError @ cycle:triage_targets._group > triage_targets.recursion_target"
+    # the detail a worker sends is cut to the wire's limit (head and tail kept): same identity
+    _, detail = _plain("recursion_target", deep)
+    assert identity_from_detail(fit_text(detail, 4000), target).key == plain
+
+
+def test_two_assertions_of_one_harness_function_are_two_bugs():
+    first, second = ident("assert_target", b"AA"), ident("assert_target", b"xB")
+    assert first != second
+    assert first.startswith("AssertionError @ triage_targets.assert_target#")
+    assert ident("assert_target", b"Ax") == first  # the first check again
+
+
+def test_systemexit_and_keyboardinterrupt_raised_by_the_target_are_crashes():
+    assert ident("exit_target", b"x") == "SystemExit @ triage_targets.exit_target"
+    assert ident("exit_target", b"k") == "KeyboardInterrupt @ triage_targets.exit_target"
+
+
+def test_exceptions_from_c_code_are_named_with_their_module():
+    short = ident("c_errors_target", b"C12")
+    bad_stream = ident("c_errors_target", b"C\x00\x00\x00\x05hello")
+    assert short.startswith("struct.error @ triage_targets._chunk")
+    assert bad_stream.startswith("zlib.error @ triage_targets._chunk")
+    # a class raised in the module that defines it keeps its plain name (the names saved so far)
+    assert ident("c_errors_target", b"E") == "RecordError @ triage_targets.c_errors_target"
+
+
+def test_a_python_process_killed_in_c_code_is_named_by_its_python_frames():
+    keys = []
+    for data in (b"a", b"b", b"c"):
+        verdict, detail = _plain("segv_target", data)
+        assert verdict is Verdict.CRASHED and "Fatal Python error" in detail, detail
+        keys.append(identity_from_detail(detail, f"{MOD}:segv_target").key)
+    deref = "SIGSEGV @ ctypes.string_at > triage_targets._deref > triage_targets.segv_target"
+    assert keys[0] == keys[1] == deref
+    assert keys[2] == "SIGSEGV @ ctypes.string_at > triage_targets.segv_target"
+
+
+def test_hangs_have_an_identity_one_loop_one_two_loops_two():
+    target = f"{MOD}:hang_target"
+    keys = []
+    for data in (b"s", b"S" * 40, b"t"):
+        verdict, detail = _plain("hang_target", data, timeout_s=0.3)
+        assert verdict is Verdict.HUNG, detail
+        keys.append(identity_from_detail(detail, target, kind="hang"))
+    spin, spin_again, stall = keys
+    # the loop's frame and its callers, not the helper the loop keeps calling
+    assert spin.key == f"{HANG_TYPE} @ triage_targets._spin > triage_targets.hang_target", spin
+    assert spin_again == spin
+    assert stall.key == f"{HANG_TYPE} @ triage_targets._stall > triage_targets.hang_target"
+
+
+def test_a_hang_without_a_stack_has_no_frames():
+    ident = identity_from_detail("target process was killed: execution overran 1 s", "m:f", kind="hang")
+    assert ident.crash_type == HANG_TYPE and not ident.has_frames
+
+
+@pytest.mark.parametrize("data", [b"s", b"t"])
+def test_the_minimizer_takes_a_hang_identity_as_the_campaign_does(data):
+    from symfence.worker.triage.minimize_child import python_oracle
+
+    run = python_oracle(f"{MOD}:hang_target", 0.2, code_under_test(f"{MOD}:hang_target"))
+    outcome, detail = run(data)
+    _, plain = _plain("hang_target", data, timeout_s=0.3)
+    assert outcome == "hang " + identity_from_detail(plain, f"{MOD}:hang_target", kind="hang").key, detail
+
+
+class _Journal:
+    """The journal's side of Triage.restore: its triage rows (identity, stage, min_data, min_s)."""
+
+    def __init__(self, rows: dict[tuple[str, int], tuple[str, str, bytes | None, float | None]]) -> None:
+        self.rows = rows
+
+    def triage(self) -> dict[tuple[str, int], tuple[str, str, bytes | None, float | None]]:
+        return self.rows
+
+    def note_triage(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def test_old_journals_resume_with_their_old_names_and_know_their_bugs_by_the_new_rules(tmp_path):
+    from symfence.coordinator.journal.records import Finding, FindingKind
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.triage import Triage
+    from symfence.protocol.crashid import CrashIdentity
+
+    target = f"{MOD}:url_target"
+    ipv6 = _plain("url_target", b"http://[::1")[1]
+    old_key = "ValueError @ triage_targets.url_target"  # what main's rules stored for it
+    hang = _plain("hang_target", b"t", timeout_s=0.3)[1]
+    findings = [Finding(FindingKind.CRASH, 0, "a" * 64, b"http://[::1", target, ipv6, "w" * 64, 1.0),
+                Finding(FindingKind.CRASH, 1, "b" * 64, b"http://[::1]x", target, ipv6, "w" * 64, 2.0),
+                Finding(FindingKind.HANG, 0, "c" * 64, b"tt", f"{MOD}:hang_target", hang, "w" * 64, 3.0)]
+    rows = {("crash", 0): (old_key, "concolic", None, None),  # identity stored by the old rules
+            ("hang", 0): ("", "fuzz", None, None)}  # crash 1: a journal from before identities
+    triage = Triage(OutputDir(tmp_path / "out"), _Journal(rows), base_executor="hybrid",
+                    base_options={"exec_timeout_s": 1.0})
+    triage.restore(findings)
+    names = [triage.name_of(f) for f in findings]
+    assert f",sig:{CrashIdentity.from_key(old_key).sig}," in names[0]  # its old name
+    assert ",sig:ValueError,target:" in names[1]  # before identities: the exception type
+    assert ",sig:timeout,target:" in names[2]  # a hang saved without a stack
+    new = triage.identity(ipv6, target)
+    assert new.key == "ValueError @ parse.urlsplit > triage_targets.url_target"
+    assert triage.is_known(target, new) and triage.is_known(target, CrashIdentity.from_key(old_key))
+    port = triage.identity(_plain("url_target", b"http://h:99999999")[1], target)
+    assert not triage.is_known(target, port)  # the other bug of urllib.parse is still new
+    stall = triage.identity(hang, f"{MOD}:hang_target", kind="hang")
+    assert stall.has_frames and triage.is_known(f"{MOD}:hang_target", stall)
+    # the minimizations owed look for the identity the minimizer computes now
+    assert sorted(j.identity for j in triage.jobs.values()) == sorted([new.key, new.key, stall.key])
+
+
+@pytest.mark.mpi
+def test_campaign_saves_one_hang_per_loop(tmp_path):
+    """Five seeds that hang in two loops (three in one, two in the other): two hang files, named
+    by their loops, the other three counted as known hangs (a real concolic campaign, 3 ranks)."""
+    import tomllib
+
+    from tests.mpi_helpers import ROOT, run_campaign
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    for i, data in enumerate((b"s", b"SS", b"Sab", b"t", b"tq")):
+        (seeds / f"seed{i}").write_bytes(data)
+    cfg = tomllib.loads((ROOT / "configs" / "concolic.toml").read_text())
+    cfg["campaign"].update(targets=[f"{MOD}:hang_target"], seeds=str(seeds), duration_s=40)
+    cfg["concolic"]["options"]["exec_timeout_s"] = 0.3
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=90)
+    assert run.code == 0, run.explain()
+    hangs = sorted(p.name for p in (run.out / "hangs").iterdir())
+    assert len(hangs) == 2, (hangs, run.stats())
+    assert any(",sig:timeout-triage_targets._spin-" in n for n in hangs), hangs
+    assert any(",sig:timeout-triage_targets._stall-" in n for n in hangs), hangs
+    assert int(run.stats().get("triage_rejected_known_hang", 0)) >= 3, run.stats()
