@@ -219,6 +219,8 @@ def _native_cfg(tmp_path: Path, **fuzz) -> config_mod.Config:
 
 
 def test_plan_hands_native_slices_to_a_rank_without_engine_work(tmp_path):
+    from symfence.coordinator.scheduler import WorkItem
+
     plan = HybridPlan.from_config(_native_cfg(tmp_path, share=0.0))
     assert plan.fuzz_on and plan.fuzz_stage is Stage.NATIVE_FUZZ
     plan.add_entry("./prog", b"seed")
@@ -229,6 +231,15 @@ def test_plan_hands_native_slices_to_a_rank_without_engine_work(tmp_path):
     assert plan.pick(1, sched) is None  # one slice per rank at a time
     opts = NativeFuzzOptions.from_mapping(plan.slice_options(3.04))  # the wire options parse
     assert opts.slice_s == 3.0 and opts.afl_target == "{target}.afl"
+    # a slice for an empty engine queue is short, so the engine's next child waits 2 s at most
+    assert plan.slice_options(None, item)["slice_s"] == 2.0
+    assert plan.slice_options(1.5, item)["slice_s"] == 1.5
+    busy = Scheduler()  # ... a slice the share asks for while the engine has work runs slice_s
+    busy.add(WorkItem("9" * 64, b"q", "s", "./prog", 1, origin="native"))
+    wanted = HybridPlan.from_config(_native_cfg(tmp_path, share=1.0))
+    shared = wanted.pick(1, busy)
+    assert shared is not None and shared.kind is WorkKind.FUZZ_SLICE
+    assert wanted.slice_options(None, shared)["slice_s"] == 5.0
     plan.slice_ended(item, committed=True)
     assert unpack_spec(plan.pick(1, sched).data).entries == ()  # acknowledged: not resent
     assert "native_fuzz_busy_s" in plan.stat_items() and "fuzz " in plan.status_text()
@@ -247,7 +258,7 @@ def test_the_engine_takes_its_own_children_before_the_slices_finds():
     assert [sched.pop().work_id[0] for _ in range(3)] == ["3", "2", "1"]
 
 
-def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
+def test_plan_native_slices_on_by_default_off_by_config_or_without_an_afl_build(tmp_path):
     off = HybridPlan.from_config(_native_cfg(tmp_path, native_slices=False))
     assert not off.fuzz_on and off.pick(1, Scheduler()) is None
     raw = {"campaign": {"executor": "native", "targets": ["./prog"]}, "native": {"options": {}}}
@@ -257,9 +268,9 @@ def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
     assert err.value.key == "fuzz.native_slices"
     raw = {"campaign": {"executor": "native", "targets": ["./p"]},
            "native": {"options": {"oracle": "forkserver"}}}
-    assert not HybridPlan.from_config(config_mod.parse(raw, tmp_path / "c.toml")).fuzz_on  # opt-in
+    assert HybridPlan.from_config(config_mod.parse(raw, tmp_path / "c.toml")).fuzz_on  # on by default
     raw = {"campaign": {"executor": "native", "targets": ["./p"]}, "dispatch": {"deadline_s": 10},
-           "native": {"options": {"oracle": "forkserver"}}, "fuzz": {"native_slices": True}}
+           "native": {"options": {"oracle": "forkserver"}}}
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.parse(raw, tmp_path / "c.toml")
     assert err.value.key == "dispatch.deadline_s"  # a 10 s slice could not finish in time
