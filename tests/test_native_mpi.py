@@ -69,7 +69,7 @@ def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     # the search ends by itself ("work exhausted"), or once the three bugs are saved; the
     # duration is only a cap for a very loaded machine
     cfg = native_cfg([record, tlv])
-    # The engine's own reach from zero bytes, without native mutation slices (on by default; with
+    # The engine's own reach from zero bytes, without native mutation slices (opt-in; with
     # them: tests/test_native_slices.py and `python -m bench.bench_busy --finds N`).
     cfg["fuzz"] = {"native_slices": False}
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,

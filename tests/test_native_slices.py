@@ -258,7 +258,7 @@ def test_the_engine_takes_its_own_children_before_the_slices_finds():
     assert [sched.pop().work_id[0] for _ in range(3)] == ["3", "2", "1"]
 
 
-def test_plan_native_slices_on_by_default_off_by_config_or_without_an_afl_build(tmp_path):
+def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
     off = HybridPlan.from_config(_native_cfg(tmp_path, native_slices=False))
     assert not off.fuzz_on and off.pick(1, Scheduler()) is None
     raw = {"campaign": {"executor": "native", "targets": ["./prog"]}, "native": {"options": {}}}
@@ -268,9 +268,9 @@ def test_plan_native_slices_on_by_default_off_by_config_or_without_an_afl_build(
     assert err.value.key == "fuzz.native_slices"
     raw = {"campaign": {"executor": "native", "targets": ["./p"]},
            "native": {"options": {"oracle": "forkserver"}}}
-    assert HybridPlan.from_config(config_mod.parse(raw, tmp_path / "c.toml")).fuzz_on  # on by default
+    assert not HybridPlan.from_config(config_mod.parse(raw, tmp_path / "c.toml")).fuzz_on  # opt-in
     raw = {"campaign": {"executor": "native", "targets": ["./p"]}, "dispatch": {"deadline_s": 10},
-           "native": {"options": {"oracle": "forkserver"}}}
+           "native": {"options": {"oracle": "forkserver"}}, "fuzz": {"native_slices": True}}
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.parse(raw, tmp_path / "c.toml")
     assert err.value.key == "dispatch.deadline_s"  # a 10 s slice could not finish in time
