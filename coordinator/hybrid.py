@@ -16,10 +16,6 @@ have run for a while). Whatever the share, a rank whose engine queue is empty fu
 rank once less of the budget is left than the engine's mean task takes (that task would be
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
 at a time while the engine has work, so its other dispatch slots keep the engine's queue moving.
-In a native campaign a slice handed out because the engine's queue is empty is short (``idle_slice_s``,
-2 s or ``fuzz.slice_s`` if less): the generational search is a chain whose next task exists only once
-its parent's result is in, and that task would otherwise wait behind a whole slice on the rank it is
-queued to (docs/native-slices.md, "Measured": record's bugs found 1.5-2x later with 10 s slices).
 """
 
 from __future__ import annotations
@@ -42,7 +38,6 @@ _AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trust
 _AUTO_WARMUP_RESULTS = 3  # ... and results of each
 _MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
 _MAX_SPEC_BYTES = 4 << 20  # corpus bytes per slice (WORK messages stay far below the 16 MiB limit)
-_IDLE_SLICE_S = 2.0  # a native slice for an empty engine queue: at most this long
 
 
 class Stage(str, enum.Enum):
@@ -71,7 +66,6 @@ class _SliceInfo:
     rank: Rank
     target: str
     cursor: tuple[int, int]  # (entries, tokens) of the target this slice brings the rank up to
-    slice_s: float  # how long this slice runs (before the cut to the budget)
 
 
 @dataclass
@@ -163,7 +157,7 @@ class HybridPlan:
         if not self.concolic_on:
             return self._make_slice(rank) if held < self.depth else None
         if not len(scheduler):
-            return self._make_slice(rank, self.idle_slice_s()) if held < 1 else None
+            return self._make_slice(rank) if held < 1 else None
         if held < 1 and (self._fuzz_behind() or self._engine_too_long(budget_left_s)):
             return self._make_slice(rank)
         return scheduler.pop()
@@ -176,22 +170,16 @@ class HybridPlan:
             return False
         return budget_left_s < cc.busy_s / cc.results
 
-    def idle_slice_s(self) -> float:
-        """How long a slice for an empty engine queue runs: ``fuzz.slice_s``, in a native campaign at
-        most 2 s, so the engine's next task does not wait behind a long slice (module docstring)."""
-        full = float(self.fuzz_options["slice_s"])
-        return min(full, _IDLE_SLICE_S) if self.mode == "native" else full
-
     def _fuzz_behind(self) -> bool:
         fz, cc = self.figures[self.fuzz_stage], self.figures[self.corpus_stage]
-        in_flight = sum(s.slice_s for s in self._slices.values())
+        in_flight = len(self._slices) * float(self.fuzz_options["slice_s"])
         total = fz.busy_s + cc.busy_s + in_flight
         share = self.share()
         return share > 0 and fz.busy_s + in_flight <= share * total
 
     # -- fuzz slices --------------------------------------------------------------------------
 
-    def _make_slice(self, rank: Rank, slice_s: float | None = None) -> WorkItem:
+    def _make_slice(self, rank: Rank) -> WorkItem:
         target = self.targets[self._seq % len(self.targets)]
         self._seq += 1
         sent_entries, sent_tokens = self._acked.get((rank, target), (0, 0))
@@ -205,17 +193,12 @@ class HybridPlan:
         sha = sha256_hex(spec)
         stage = self.fuzz_stage.value  # also the executor's name
         work_id = work_id_for(stage, target, sha, self._seq, self.fuzz_options)
-        length = float(self.fuzz_options["slice_s"]) if slice_s is None else slice_s
-        self._slices[work_id] = _SliceInfo(rank, target, (end, len(tokens)), length)
+        self._slices[work_id] = _SliceInfo(rank, target, (end, len(tokens)))
         return WorkItem(work_id, spec, sha, target, self._seq, kind=WorkKind.FUZZ_SLICE)
 
-    def slice_options(self, budget_left_s: float | None, item: WorkItem | None = None) -> dict[str, Any]:
-        """A slice's options: ``slice_s`` (the one ``item`` was made with) cut to what is left of
-        the campaign's budget (>= 1 s)."""
+    def slice_options(self, budget_left_s: float | None) -> dict[str, Any]:
+        """A slice's options: ``slice_s`` cut to what is left of the campaign's budget (>= 1 s)."""
         options = dict(self.fuzz_options)
-        info = self._slices.get(item.work_id) if item is not None else None
-        if info is not None:
-            options["slice_s"] = info.slice_s
         if budget_left_s is not None:
             options["slice_s"] = max(1.0, min(float(options["slice_s"]), round(budget_left_s, 1)))
         return options

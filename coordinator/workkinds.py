@@ -79,7 +79,7 @@ class FuzzSliceKind(KindHandler):
     def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         duration = c.cfg["campaign.duration_s"]  # a slice ends with the budget, not after it
         # The plan's mutation stage names the executor: "fuzz" (Atheris) or "native_fuzz".
-        return c.plan.fuzz_stage.value, c.plan.slice_options(duration - (now - c._t0) if duration else None, item)
+        return c.plan.fuzz_stage.value, c.plan.slice_options(duration - (now - c._t0) if duration else None)
 
     def record(self, c: Campaign, item: WorkItem, result: Result, entries: list) -> Any:
         c.plan.slice_ended(item, committed=True)
