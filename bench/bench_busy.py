@@ -17,6 +17,11 @@ the task cut at the stop included) / budget. A campaign that ends before its bud
 exhausted") counts the rest as idle. Edges = ``edges_found``.
 Results: bench/results/busy.{md,json}. The goal: busy inside the budget >= 95% for every worker
 after, in both hybrids.
+
+``--finds N``: instead, the price of the slices for the engine's finds: N native campaigns on
+record + tlv from 32 zero bytes with slices off and N with slices on (``--budget`` each, stopped
+early once the three planted bugs are saved), and the time to each planted bug from the
+coordinator's ``finding.*`` events. Results: bench/results/busy_finds.{md,json}.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import campaign, machine, save
-from tests.mpi_helpers import ROOT
+from tests.mpi_helpers import ROOT, run_campaign
 
 GOAL = 0.95
 
@@ -65,13 +70,88 @@ def measure(tmp: Path, cfg: dict[str, Any], budget_s: float) -> dict[str, Any]:
                        and not k.startswith("stage_")}}
 
 
+BUGS = {("record", "crash"): "RecordChecksumBug", ("record", "hang"): "RecordLoopBug",
+        ("tlv", "crash"): "TlvDepthBug"}
+
+
+def _stop_when_found(out: Path, cap_s: float) -> Any:
+    """An on_start hook: Ctrl-C the campaign once 2 crashes and 1 hang are saved (or at cap_s)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    def found() -> bool:
+        try:
+            return len(list((out / "crashes").iterdir())) >= 2 and len(list((out / "hangs").iterdir())) >= 1
+        except OSError:
+            return False
+
+    def watch(proc: Any) -> None:
+        deadline = time.monotonic() + cap_s
+        while proc.poll() is None and time.monotonic() < deadline and not found():
+            time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+
+    return lambda proc: threading.Thread(target=watch, args=(proc,), daemon=True).start()
+
+
+def finds(tmp: Path, cfg: dict[str, Any], budget_s: float) -> dict[str, Any]:
+    """One campaign: seconds to each planted bug (None: not found within the budget)."""
+    cfg = {**cfg, "stats": {"interval_s": 0.5}}
+    tmp.mkdir(parents=True, exist_ok=True)
+    run = run_campaign(tmp, cfg, ranks=3, timeout_s=budget_s + 180,
+                       on_start=_stop_when_found(tmp / "out", budget_s + 30))
+    if run.code != 0:
+        raise SystemExit(f"benchmark campaign failed ({run.code}):\n{run.stderr[-2000:]}")
+    times: dict[str, float | None] = dict.fromkeys(BUGS.values())
+    for e in run.events():
+        if e.get("event") in ("finding.crash", "finding.hang"):
+            bug = BUGS.get((Path(e["target"]).name, e["event"].split(".")[1]))
+            if bug and times[bug] is None:
+                times[bug] = round(float(e["found_s"]), 1)
+    end = next((e["reason"] for e in run.events() if e["event"] == "campaign.finished"), "?")
+    return {"times": times, "end": end}
+
+
+def main_finds(runs: int, budget: float, tmp: Path) -> None:
+    from examples.native.build import build
+
+    build(tmp / "build", afl=True)
+    rows: list[list[Any]] = []
+    raw: dict[str, Any] = {}
+    for slices in (False, True):
+        what = "engine + slices" if slices else "engine only"
+        raw[what] = []
+        for i in range(runs):
+            cfg = native_cfg(tmp / "build", budget, slices)
+            result = finds(tmp / f"{'on' if slices else 'off'}{i}", cfg, budget)
+            raw[what].append(result)
+            print(f"{what} run {i + 1}: {result}", flush=True)
+        for bug in BUGS.values():
+            got = sorted(r["times"][bug] for r in raw[what] if r["times"][bug] is not None)
+            spread = f"{got[0]:g}-{got[-1]:g}" if got else "-"
+            rows.append([what, bug, f"{len(got)}/{runs}", spread, f"{got[len(got) // 2]:g}" if got else "-"])
+    headers = ["stages", "planted bug", "found", "time to bug (s), min-max", "median"]
+    text = save("busy_finds", headers, rows, {"budget_s": budget, "runs": raw})
+    print(text)
+    print(f"[{machine()}, {runs} runs of at most {budget:g} s per configuration]")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=float, default=40.0, help="seconds per campaign (default 40)")
     p.add_argument("--only", choices=("native", "python"), help="run one of the two hybrids")
     p.add_argument("--keep", type=Path, help="keep the campaigns' output folders here")
+    p.add_argument("--finds", type=int, default=0, metavar="N",
+                   help="instead: N native campaigns each with and without slices, time to each planted bug")
     args = p.parse_args()
     budget = args.budget
+    if args.finds:
+        with tempfile.TemporaryDirectory(prefix="symfence-bench-finds-") as tmp_s:
+            main_finds(args.finds, budget, args.keep or Path(tmp_s))
+        return
     rows: list[list[Any]] = []
     raw: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="symfence-bench-busy-") as tmp_s:

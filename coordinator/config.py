@@ -240,7 +240,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "rss_limit_mb": (2048, _int(0)),  # libFuzzer's -rss_limit_mb in the slices (0 = none)
         # executor "native": havoc slices through the afl-cc build's forkserver fill the slots the
         # engine leaves idle and take `share` (oracle forkserver or showmap; docs/native-slices.md)
-        "native_slices": (False, _bool),  # opt-in: see docs/native-slices.md, "Known problem"
+        "native_slices": (False, _bool),  # opt-in: see docs/native-slices.md, "What remains"
     },
     "coverage": {  # the real-trace yardstick for every candidate of either stage
         "include": ([], _str_list),  # module names or paths; [] = the target's package + its imports

@@ -69,8 +69,8 @@ def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     # the search ends by itself ("work exhausted"), or once the three bugs are saved; the
     # duration is only a cap for a very loaded machine
     cfg = native_cfg([record, tlv])
-    # The engine's reach from zero bytes, without native mutation slices (the default; with them
-    # TlvDepthBug was found in only 2 of 4 runs within 300 s: docs/native-slices.md, "Known problem").
+    # The engine's own reach from zero bytes, without native mutation slices (opt-in; with
+    # them: tests/test_native_slices.py and `python -m bench.bench_busy --finds N`).
     cfg["fuzz"] = {"native_slices": False}
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
                        on_start=stop_when(found(tmp_path / "out", 2, 1), cfg["campaign"]["duration_s"]))

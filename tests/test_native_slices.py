@@ -18,7 +18,7 @@ from symfence.protocol.fuzzslice import SliceSpec, pack_spec, unpack_spec
 from symfence.protocol.options import NativeFuzzOptions
 from symfence.worker.engine_api import ExitKind, Task
 from symfence.worker.native.mutate import Mutator
-from tests.native_support import compile_c, needs_afl, needs_cc, needs_tritondse
+from tests.native_support import built, compile_c, needs_afl, needs_cc, needs_tritondse
 
 # A crash behind three nested byte comparisons: each level is a new edge, so coverage-guided
 # mutation climbs them one at a time; blind mutation almost never guesses all three at once.
@@ -155,6 +155,58 @@ def test_executor_slice_over_the_seam_respects_its_time_and_keeps_the_corpus(lad
     finally:
         ex.close()
     assert not os.path.exists(folder)
+
+
+# ------------------------------------------------------------ the engine's own view (the fix)
+
+class _NoEvents:
+    def entered(self, *a: object) -> None: ...
+    def found(self, *a: object) -> None: ...
+    def subgroup(self, *a: object) -> None: ...
+
+
+@needs_cc
+@needs_afl
+@needs_tritondse
+def test_engine_children_on_edges_a_slice_covered_first_stay_new_to_the_engine(tmp_path):
+    """tlv from 32 zero bytes: the engine's child 'C' + zeros (first step towards the record two
+    containers deep) runs edges a slice's inputs already reached. Against the shared map alone it
+    is nothing new (the worker dropped it, and the engine's search ended); in the engine's own view
+    it is a new edge, so the filters keep it. With the engine alone nothing changes: its own view
+    is new exactly when the shared map is."""
+    from symfence.protocol.coverage import CoverageMap
+    from symfence.worker.native.forkserver import ForkserverOracle
+    from symfence.worker.native.runner import ENGINE_VIEW, Runner, engine_trace, salted, target_salt
+
+    tlv = str(built() / "tlv")
+    salt = target_salt(tlv)
+    runner = Runner(str(tmp_path))
+    oracle = ForkserverOracle(tlv + ".afl", input_mode="stdin", exec_timeout_s=1.0, mem_limit_mb=0,
+                              work_dir=str(tmp_path))
+    try:
+        shared = CoverageMap()  # what slices of this target reported first: the parser's records
+        for data in (b"C\x00", b"C\x02P\x00", b"C\x00C\x00C\x00", b"I\x04abcd", b"P\x00Z", b"C\x02C\x00"):
+            shared.merge(salted(oracle.run(data).trace, salt))
+        out = runner.run_task(tlv, bytes(32), 0, {"oracle": "forkserver", "afl_target": "{target}.afl"},
+                              _NoEvents())
+        assert out.status is ExitKind.OK
+        alone = CoverageMap()
+        for cover in (shared, alone):
+            cover.merge(out.trace)
+        child = next(c for c in out.candidates if c.data[:1] == b"C")
+        real = salted(oracle.run(child.data).trace, salt)  # the child's edges as a slice reports them
+    finally:
+        oracle.close()
+        runner.close()
+    assert real and set(real) < set(child.trace)
+    assert shared.has_new_bits(real) == 0  # a slice covered them first: nothing new in the shared map
+    assert shared.has_new_bits(child.trace) == 2  # the engine's own view: a new edge, so it is kept
+    assert alone.has_new_bits(child.trace) == alone.has_new_bits(real) == 2  # alone: the same verdict
+    # the view is the same edges again, ENGINE_VIEW on; without an oracle (the engine's own trace) none
+    trace = {3: 1, 7: 5}
+    both = {**salted(trace, salt), **salted(trace, salt + ENGINE_VIEW)}
+    assert engine_trace(trace, salt, own_view=True) == both
+    assert engine_trace(trace, salt, own_view=False) == salted(trace, salt)
 
 
 # ---------------------------------------------------------------------------------- the plan
@@ -295,3 +347,46 @@ def test_minimization_near_the_end_is_cut_to_the_budget_and_owed_on_resume(tmp_p
         assert rows.rows == ([] if cut else [("crash", 0, smaller)])
         assert (tmp_path / "out" / "minimized" / "crashes" / job.name).read_bytes() == smaller
     assert not triage.cut
+
+
+@pytest.mark.mpi
+@needs_cc
+@needs_afl
+@needs_tritondse
+def test_slices_reaching_the_parser_first_do_not_starve_the_engines_deep_search(tmp_path):
+    """tlv's TlvDepthBug from 32 zero bytes with slices covering the parser before the engine runs:
+    one worker, one slot, share 0.5, so the first dispatch is a 2 s slice. The engine's children on
+    the way to the record two containers deep ('C', then 'C' inside it) reach edges that slice
+    already covered; judged against the shared map alone they were dropped and the engine's search
+    ended there, leaving only the slices' finds as a way to the bug. Judged by the engine's own view
+    as well, the engine's own line finds it, as it does alone."""
+    from tests.mpi_helpers import run_campaign
+    from tests.test_native_mpi import found, replay, stop_when
+
+    tlv = built() / "tlv"
+    cfg = {"campaign": {"executor": "native", "targets": [str(tlv)], "duration_s": 45},
+           "dispatch": {"depth": 1, "deadline_s": 60},
+           "fuzz": {"slice_s": 2.0, "native_slices": True, "share": 0.5},
+           "native": {"options": {"oracle": "forkserver", "engine_timeout_s": 20.0}},
+           "triage": {"minimize": False}, "stats": {"interval_s": 0.5}}
+    out = tmp_path / "out"
+    run = run_campaign(tmp_path, cfg, ranks=2, timeout_s=150, on_start=stop_when(found(out, 1, 0), 45))
+    assert run.code == 0, run.explain()
+    crashes = list((out / "crashes").iterdir()) if (out / "crashes").is_dir() else []
+    stats = dict(line.split(" : ", 1) for line in (out / "fuzzer_stats").read_text().splitlines())
+    stats = {k.strip(): v.strip() for k, v in stats.items()}
+    assert int(stats["native_fuzz_results"]) >= 1 and int(stats["native_fuzz_edges_first"]) >= 1, stats
+    assert len(crashes) == 1, f"TlvDepthBug not found within 45 s: {stats}"
+    assert replay(tlv, crashes[0].read_bytes()) == -6  # SIGABRT on the plain build
+    # ... and the engine's own line found it: the task whose child crashed descends from the seed
+    # through the engine's children only (not through a slice's find, the way left before the fix)
+    db = sqlite3.connect(out / "journal.sqlite")
+    (work_id,) = db.execute("SELECT work_id FROM findings WHERE kind = 'crash'").fetchone()
+    (queue_id,) = db.execute("SELECT queue_id FROM work WHERE work_id = ?", (work_id,)).fetchone()
+    line = []
+    while queue_id is not None:
+        origin, queue_id = db.execute("SELECT origin, parent FROM corpus WHERE queue_id = ?",
+                                      (queue_id,)).fetchone()
+        line.append(origin)
+    db.close()
+    assert line[-1] == "seed" and set(line[:-1]) == {"native"}, line

@@ -6,6 +6,14 @@ Run as ``python -m symfence.worker.childserve symfence.worker.native.runner ...`
 ``Found`` per candidate. The parent enforces the time-outs and kills this process group; this
 process enforces its memory limit (``RLIMIT_AS``) and reports ``MemoryError`` as an
 out-of-memory finding. Engines and oracles are built once per (target, relevant options).
+
+**The engine's own view.** With an oracle (an afl-cc build), every trace this engine reports
+carries its AFL edges twice: at the target's salt, the edges every stage shares (native mutation
+slices, AFL++ imports), and again ``ENGINE_VIEW`` further on, indices only the engine's results
+ever set. The worker's and rank 0's new-coverage filters keep a candidate that is new in either,
+so the generational search keeps every child new to *the engine's own* coverage, as it would
+alone, even when a slice reached those edges first (the children on the way to a deep record
+are new to the engine only: docs/native-slices.md, "What kept the engine from its finds").
 """
 
 from __future__ import annotations
@@ -31,6 +39,19 @@ def target_salt(target: str) -> int:
 
 def salted(trace: Any, salt: int) -> dict[int, int]:
     return {(index + salt) & (MAP_SIZE - 1): count for index, count in trace.items()}
+
+
+ENGINE_VIEW = MAP_SIZE // 2  # the engine's own copy of a target's edges: half the map away
+
+
+def engine_trace(trace: Any, salt: int, *, own_view: bool) -> dict[int, int]:
+    """A trace the engine reports: salted for its target and, with ``own_view`` (an afl-cc
+    oracle, whose edges other stages share), again in the engine's own view (module docstring)."""
+    out = salted(trace, salt)
+    if own_view:
+        for index, count in salted(trace, salt + ENGINE_VIEW).items():
+            out[index] = max(count, out.get(index, 0))
+    return out
 
 
 def with_frames(target: str, data: bytes, opts: NativeOptions, detail: str) -> str:
@@ -130,6 +151,10 @@ class Runner:
         oracle = self.oracle(target, opts)
         execs = 0
         salt = target_salt(target)
+        own_view = oracle is not None
+
+        def traced(trace: Any) -> dict[int, int]:
+            return engine_trace(trace, salt, own_view=own_view)
         own: RunResult | None = None
         if oracle is not None:
             events.entered(Phase.INPUT, data, bound)
@@ -148,7 +173,7 @@ class Runner:
                 elif own.kind is RunKind.HANG and bound >= opts.max_branches:
                     events.entered(Phase.ENGINE, data, bound)
                     error = with_hang_stack(target, data, opts, error)  # a confirmation: the hang's identity
-                return Outcome(status, trace=salted(own.trace, salt), error=error,
+                return Outcome(status, trace=traced(own.trace), error=error,
                                wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
                                stats={"not_explored": 1})
         events.entered(Phase.ENGINE, data, bound)
@@ -158,7 +183,7 @@ class Runner:
             run, why = None, str(exc) or f"the {opts.engine} engine exceeded mem_limit_mb={opts.mem_limit_mb}"
         if run is None:
             detail = f"{OOM_MARK}: {why}"
-            return Outcome(ExitKind.CRASH, trace=salted(own.trace, salt) if own else {}, error=detail,
+            return Outcome(ExitKind.CRASH, trace=traced(own.trace) if own else {}, error=detail,
                            wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
                            stats={"engine_oom": 1})
         execs += run.execs
@@ -174,7 +199,7 @@ class Runner:
             except MemoryError as exc:  # this candidate exhausts the engine: an OOM finding
                 replay = RunResult(RunKind.OOM, {}, detail=f"{OOM_MARK}: {exc}")
             execs += 1
-            cand = CandidateOut(gen.data, salted(replay.trace, salt), exit_kind(replay.kind), child_bound,
+            cand = CandidateOut(gen.data, traced(replay.trace), exit_kind(replay.kind), child_bound,
                                 replay.detail if replay.kind is not RunKind.OK else "")
             stats_oom = stats_oom + (replay.kind is RunKind.OOM)
             candidates.append(cand)
@@ -185,7 +210,7 @@ class Runner:
         if own.kind is RunKind.CRASH and bound >= opts.max_branches:
             events.entered(Phase.ENGINE, data, bound)
             error = with_frames(target, data, opts, error)
-        return Outcome(status, trace=salted(own.trace, salt), candidates=tuple(candidates),
+        return Outcome(status, trace=traced(own.trace), candidates=tuple(candidates),
                        wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0,
                        solver_s=run.solver_s, execs=execs,
                        error=error,
