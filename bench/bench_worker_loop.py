@@ -50,7 +50,8 @@ class FakeRank0:
             data = secrets.token_bytes(8)
             self.issued += 1
             token, work_id = DispatchToken(secrets.token_hex(32)), WorkId(secrets.token_hex(32))
-            frames.append(encode(Work(token, work_id, data, sha256_hex(data), "synthetic", "t", 0, self.options)))
+            work = Work(token, work_id, data, sha256_hex(data), "synthetic", "t", 0, self.options)
+            frames.append(encode(work))
         for i in range(0, len(frames), self.max_batch):
             group = frames[i:i + self.max_batch]
             self.inbox.append((0, Tag.WORK, group[0] if len(group) == 1 else encode_batch("works", group)))
