@@ -22,6 +22,7 @@ from symfence.protocol.crashid import (
     identity_from_python_traceback,
     identity_from_sanitizer_report,
 )
+from symfence.worker.triage.symbolize import unlimited_address_space
 from tests import triage_targets
 from tests.mpi_helpers import ROOT, run_campaign
 from tests.native_support import built, compile_c, needs_cc
@@ -99,7 +100,8 @@ def test_native_two_segvs_and_a_heap_overflow_are_three_unique_crashes(tmp_path)
         triage.base_executor, triage.base_options = "native", {}
         kept = []
         for data in inputs + [inputs[0] + b"more", inputs[1] + b"more"]:  # each found twice
-            code = subprocess.run([str(binary)], input=data, capture_output=True).returncode
+            code = subprocess.run([str(binary)], input=data, capture_output=True,
+                                  preexec_fn=unlimited_address_space).returncode
             if code == 0:
                 continue
             detail = with_frames(str(binary), data, NativeOptions(), f"{signal_name(-code)}: killed")

@@ -39,6 +39,19 @@ def _argv(binary: str, path: str, input_mode: str) -> list[str]:
     return [runnable(binary), path] if input_mode == "file" else [runnable(binary)]
 
 
+def unlimited_address_space() -> None:
+    """In a re-run's child: the address-space limit lifted as far as it may be (soft up to hard).
+
+    A re-run is for the crash's frames, not for the memory limit the worker may run under: a
+    sanitizer build reserves terabytes of shadow memory at start and aborts under any RLIMIT_AS
+    (AFL++'s `-m none` for ASan), so an inherited limit turned every ASan re-run into a SIGABRT
+    at start-up with no frames."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
 def run_once(binary: str, data: bytes, input_mode: str = "stdin", timeout_s: float = 5.0) -> tuple[int, str]:
     """(exit status, stderr) of one plain run (negative status: killed by that signal; 999: timed out)."""
     with tempfile.NamedTemporaryFile(prefix="symfence-input-") as fh:
@@ -48,7 +61,8 @@ def run_once(binary: str, data: bytes, input_mode: str = "stdin", timeout_s: flo
         try:
             stdin = data if input_mode != "file" else b""
             proc = subprocess.run(_argv(binary, fh.name, input_mode), input=stdin,
-                                  capture_output=True, timeout=timeout_s, env=env)
+                                  capture_output=True, timeout=timeout_s, env=env,
+                                  preexec_fn=unlimited_address_space)
         except subprocess.TimeoutExpired:
             return 999, ""
         except OSError as exc:
@@ -69,7 +83,8 @@ def gdb_backtrace(binary: str, data: bytes, input_mode: str = "stdin", timeout_s
                "-ex", run, "-ex", "bt 16", "-ex", "info symbol $pc", "-ex", "info proc mappings",
                "--args", runnable(binary)]
         try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s)
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s,
+                                  preexec_fn=unlimited_address_space)
         except (subprocess.TimeoutExpired, OSError):
             return ""
     out = proc.stdout.decode(errors="replace")
@@ -202,6 +217,7 @@ def gdb_hang_stack(binary: str, data: bytes, input_mode: str = "stdin", deadline
         def cpu_limit() -> None:  # inherited by the target: gdb runs it in a process group of its
             import resource  # own, so if gdb is killed first, the looping target still ends
 
+            unlimited_address_space()
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
         try:
