@@ -18,7 +18,17 @@ import collections
 import secrets
 import time
 
-from symfence.protocol.codec import decode_result_frame, encode, encode_batch
+from symfence.protocol.codec import encode
+
+try:
+    from symfence.protocol.codec import decode_result_frame, encode_batch
+except ImportError:  # a tree from before batched frames (run there for a before/after): one per frame
+    from symfence.protocol.codec import decode_result
+
+    def decode_result_frame(frame: bytes) -> list:  # type: ignore[misc]
+        return [decode_result(frame)]
+
+    encode_batch = None  # type: ignore[assignment]
 from symfence.protocol.ids import DispatchToken, WorkId, sha256_hex
 from symfence.protocol.messages import Tag, Work
 from symfence.worker.loop import Worker
@@ -64,17 +74,19 @@ def run(tasks: int, max_batch: int, depth: int) -> tuple[float, int]:
     """CPU seconds per task, and the RESULT frames the worker sent."""
     ep = FakeRank0(tasks, max_batch)
     w = Worker(ep, ep, lambda path, rank: None)  # type: ignore[arg-type]
-    w.sender.max_batch, w.hold_s = max_batch, 0.002
+    if hasattr(w, "_flush_held"):
+        w.sender.max_batch, w.hold_s = max_batch, 0.002
     ep.refill(depth)
     t = time.process_time()
     while ep.results < tasks:
         w._receive()
         if w.running is None and w.queue:
             w._start(w.queue.popleft())
-        w._flush_held(float("inf"))
+        if hasattr(w, "_flush_held"):
+            w._flush_held(float("inf"))
         if w.running is not None and (outcome := w._wait(0.02)) is not None:
             w._finish(outcome)
-    return (time.process_time() - t) / tasks, w.sender.frames
+    return (time.process_time() - t) / tasks, getattr(w.sender, "frames", w.sender.sent)
 
 
 def main(argv: list[str] | None = None) -> None:
