@@ -20,6 +20,7 @@ from symfence.worker.concolic.fdp import FuzzedDataProvider as ModelFDP
 from symfence.worker.concolic.models import make_input
 from symfence.worker.concolic.symbolic import Recorder, SymInt, recording
 from symfence.worker.concolic.symseq import SymBytes, SymStr
+from tests.examples_budget import examples
 
 sizes = st.integers(0, 12)
 ints = st.one_of(st.integers(-(1 << 70), 1 << 70), st.integers(-300, 300),
@@ -96,7 +97,7 @@ def _check_terms(value: object, data: bytes) -> None:
             assert got.as_signed_long() == int(x.value), (x.value, got)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=40), st.lists(calls, max_size=8))
 def test_model_matches_atheris(data: bytes, sequence: list) -> None:
     real = _run(atheris.FuzzedDataProvider(data), sequence)

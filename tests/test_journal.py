@@ -38,6 +38,7 @@ from symfence.coordinator.journal import (
 )
 from symfence.protocol.ids import TokenMinter, derive_token, sha256_hex, work_id_for
 from symfence.protocol.messages import Status
+from tests.examples_budget import examples
 
 EPOCH = bytes(range(32))
 
@@ -674,4 +675,4 @@ class JournalMachine(RuleBasedStateMachine):
 
 
 TestJournalModel = JournalMachine.TestCase
-TestJournalModel.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+TestJournalModel.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)

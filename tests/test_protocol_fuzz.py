@@ -11,13 +11,14 @@ from symfence.protocol.fence import classify
 from symfence.protocol.reasons import Reason
 
 from tests.test_protocol_fence import View, frame, T1
+from tests.examples_budget import examples
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(), st.text(max_size=70), st.binary(max_size=70))
 values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)), max_leaves=20)
 keys = st.sampled_from(["v", "kind", "token", "work_id", "status", "candidates", "cost", "cov_version", "trace", "error", "stats", "x"])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_only_classify(data):
     verdict = classify(data, 1, View())
@@ -29,14 +30,14 @@ def test_random_bytes_only_classify(data):
             pass
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.dictionaries(keys, values, max_size=12))
 def test_random_maps_only_classify(m):
     verdict = classify(msgpack.packb(m, use_bin_type=True), 1, View())
     assert verdict.reason in (Reason.MALFORMED, Reason.INCOMPATIBLE, Reason.MISSING)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(keys, values)
 def test_one_corrupted_field_of_a_valid_result(key, value):
     verdict = classify(frame(**{key: value}), 1, View())
@@ -45,7 +46,7 @@ def test_one_corrupted_field_of_a_valid_result(key, value):
         assert verdict.result.token == T1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 400), st.binary(min_size=1, max_size=8))
 def test_truncated_and_spliced_frames(cut, junk):
     good = frame()
@@ -75,7 +76,7 @@ def _fast_vs_full(m):
     return fast
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(keys, st.just("tokens")), edge_values, cand_keys, edge_values, cost_keys, edge_values)
 def test_straight_path_agrees_with_the_full_checks(key, value, ckey, cvalue, costkey, costvalue):
     from tests.test_protocol_fence import result
@@ -96,7 +97,7 @@ work_keys = st.sampled_from(["v", "kind", "token", "work_id", "data", "sha256", 
                              "options", "deadline_s", "cov_version", "cov_delta", "attempt", "x"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(work_keys, edge_values, st.text(max_size=8), edge_values)
 def test_work_straight_path_agrees_with_the_full_checks(key, value, okey, ovalue):
     from symfence.protocol.codec import DEFAULT_LIMITS, _envelope, _work_fast, decode_work, encode
