@@ -19,7 +19,7 @@ from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.scheduler import WorkItem
 from symfence.coordinator.workkinds import KINDS
-from symfence.protocol.codec import batch_size, encode, encode_batch
+from symfence.protocol.codec import encode, pack_frames
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Control, ControlKind, Tag, Work
 
@@ -87,23 +87,9 @@ class DispatchMixin:
         return self.depth if self.auto_depth is None else self.auto_depth.depth(rank)
 
     def _send_works(self, rank: Rank, frames: list[bytes]) -> None:
-        """The WORK frames of one fill of a rank, in as few frames as `mpi.max_batch` and the
-        message size allow (a batch's items are the single frames, byte for byte)."""
-        cap = self.batch_of.get(rank, 1)
-        if len(frames) == 1 or cap == 1:
-            for frame in frames:
-                self.pump.send(rank, Tag.WORK, frame)
-            return
-        limit = self.limits.max_message_bytes
-        group: list[bytes] = []
-        size = 0
-        for frame in frames:
-            if group and (len(group) >= cap or batch_size(len(group) + 1, size + len(frame)) > limit):
-                self.pump.send(rank, Tag.WORK, group[0] if len(group) == 1 else encode_batch("works", group, self.limits))
-                group, size = [], 0
-            group.append(frame)
-            size += len(frame)
-        self.pump.send(rank, Tag.WORK, group[0] if len(group) == 1 else encode_batch("works", group, self.limits))
+        """The WORK frames of one fill of a rank, batched as far as the rank takes (`batch_of`)."""
+        for frame in pack_frames("works", frames, self.batch_of.get(rank, 1), self.limits):
+            self.pump.send(rank, Tag.WORK, frame)
 
     def _dispatch(self, rank: Rank, item: WorkItem) -> bytes:
         """Lease the item to `rank` under a new token; returns its WORK frame (`_fill` sends it)."""

@@ -40,10 +40,10 @@ from symfence.protocol.rules import INFO_SCHEMA as _INFO_SCHEMA
 
 # The rules themselves live in protocol/rules.py (their one home); the limits and ranges are
 # imported here by name for the codec's callers.
-__all__ = ["COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
-           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError", "batch_size",
+__all__ = ["BATCH_HEAD_BYTES", "COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
+           "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError",
            "decode_control", "decode_result", "decode_result_frame", "decode_work", "decode_work_frame",
-           "encode", "encode_batch", "encode_map", "result_to_map"]
+           "encode", "encode_batch", "encode_map", "pack_frames", "result_to_map"]
 
 
 class RemoteProtocolError(Exception):
@@ -177,12 +177,7 @@ BATCH_OF = {"result": "results", "work": "works"}  # an item's kind -> its batch
 _BATCH_HEAD = {kind: b"\x83" + b"".join(msgpack.packb(x) for x in ("v", PROTOCOL_VERSION, "kind", kind, "items"))
                for kind in BATCH_OF.values()}
 _ARRAY_HEADER = msgpack.Packer().pack_array_header
-_HEAD_MAX = max(map(len, _BATCH_HEAD.values())) + 5  # + the longest array header
-
-
-def batch_size(items: int, item_bytes: int) -> int:
-    """An upper bound on the size of a batch of `items` frames of `item_bytes` bytes in all."""
-    return _HEAD_MAX + item_bytes if items else 0
+BATCH_HEAD_BYTES = max(map(len, _BATCH_HEAD.values())) + 5  # a batch's bytes besides its items, at most
 
 
 def encode_batch(kind: str, frames: list[bytes], limits: Limits = DEFAULT_LIMITS) -> bytes:
@@ -195,6 +190,24 @@ def encode_batch(kind: str, frames: list[bytes], limits: Limits = DEFAULT_LIMITS
         raise LocalProtocolError("message", f"{len(frame)} bytes, more than limits.max_message_bytes"
                                             f" = {limits.max_message_bytes}")
     return frame
+
+
+def pack_frames(kind: str, frames: list[bytes], max_items: int, limits: Limits = DEFAULT_LIMITS) -> list[bytes]:
+    """`frames` (each made by `encode`) in order, in as few frames as `max_items` items and the
+    message size allow: a group of one is its own frame, a larger one a batch of `kind`. The one
+    place frames are grouped, for rank 0's WORKs and a worker's held results alike."""
+    out: list[bytes] = []
+    group: list[bytes] = []
+    size = BATCH_HEAD_BYTES
+    for frame in frames:
+        if group and (len(group) >= max_items or size + len(frame) > limits.max_message_bytes):
+            out.append(group[0] if len(group) == 1 else encode_batch(kind, group, limits))
+            group, size = [], BATCH_HEAD_BYTES
+        group.append(frame)
+        size += len(frame)
+    if group:
+        out.append(group[0] if len(group) == 1 else encode_batch(kind, group, limits))
+    return out
 
 
 def _items(obj: dict[str, Any], kind: str) -> list[dict[str, Any] | RemoteProtocolError]:

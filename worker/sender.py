@@ -9,7 +9,7 @@ from typing import Callable
 
 import structlog
 
-from symfence.protocol.codec import LocalProtocolError, batch_size, encode, encode_batch
+from symfence.protocol.codec import BATCH_HEAD_BYTES, LocalProtocolError, encode, pack_frames
 from symfence.protocol.ids import DispatchToken, is_valid_token
 from symfence.protocol.messages import Candidate, Cost, Result, Status
 from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, SECONDS_MAX, Limits, fit_counters, fit_text,
@@ -66,24 +66,26 @@ class ResultSender:
         return frame
 
     def hold(self, token: DispatchToken, result: Result) -> None:
-        """Seal the result and keep it for the next `flush` (a full batch is flushed first)."""
+        """Seal the result and keep it for the next `flush` (sent at once when that fills a frame)."""
         frame = self.seal(token, result)
-        if self.held and (len(self.held) >= self.max_batch or batch_size(
-                len(self.held) + 1, self._held_bytes + len(frame)) > self.limits.max_message_bytes):
-            self.flush()
+        if BATCH_HEAD_BYTES + self._held_bytes + len(frame) > self.limits.max_message_bytes:
+            self.flush()  # it would not share a frame with them
         if not self.held:
             self.held_since = time.monotonic()
         self.held.append(frame)
         self._held_bytes += len(frame)
+        if len(self.held) >= self.max_batch:
+            self.flush()
 
     def flush(self) -> None:
-        """Transmit what is held: one frame, a batch if there are several."""
+        """Transmit what is held, in as few frames as `max_batch` and the message size allow."""
         if not self.held:
             return
-        frames, self.held, self._held_bytes = self.held, [], 0
-        self._transmit(frames[0] if len(frames) == 1 else encode_batch("results", frames, self.limits))
-        self.sent += len(frames)
-        self.frames += 1
+        held, self.held, self._held_bytes = self.held, [], 0
+        for frame in pack_frames("results", held, self.max_batch, self.limits):
+            self._transmit(frame)
+            self.frames += 1
+        self.sent += len(held)
 
     def _refused(self, result: Result, exc: LocalProtocolError) -> bytes:
         self.unsendable += 1
