@@ -534,9 +534,9 @@ class CheckedOptions(dict[str, Any]):
 
 def checked_options(options: Mapping[str, Any], limits: Limits = DEFAULT_LIMITS) -> CheckedOptions:
     """`options` checked once as a WORK's options (LocalProtocolError names a bad one)."""
-    for k, v in options.items():
-        if type(k) is not str or not _scalar_ok(v, limits):
-            raise LocalProtocolError("options", f"option {k!r} = {v!r}: values must be scalars in range")
+    bad = _bad_option(options, limits)
+    if bad is not None:
+        raise LocalProtocolError("options", f"option {bad[0]!r} = {bad[1]!r}: values must be scalars in range")
     checked = CheckedOptions(options)
     checked.text_limit = limits.max_text_bytes
     return checked
@@ -559,12 +559,16 @@ def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
         return False
     if type(options) is CheckedOptions and options.text_limit <= text:
         return True
-    if type(options) is not dict:
-        return False
+    return type(options) is dict and _bad_option(options, limits) is None
+
+
+def _bad_option(options: Mapping[Any, Any], limits: Limits) -> tuple[Any, Any] | None:
+    """The first option a WORK may not carry (a key that is no str, a value that is no scalar in
+    range), or None: the one rule for WORK options, checked per WORK or once (`checked_options`)."""
     for k, v in options.items():
         if type(k) is not str or not _scalar_ok(v, limits):
-            return False
-    return True
+            return k, v
+    return None
 
 
 def decode_work(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> Work:

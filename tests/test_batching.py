@@ -408,3 +408,17 @@ def test_the_worker_holds_results_only_where_the_queue_covers_the_wait(depth, ma
     sizes = [len(decode_result_frame(f)) for f in result_frames]
     assert max(sizes) <= max(1, min(depth // 2, max_batch))  # never more than half the depth held
     assert (len(result_frames) < len(ep.results)) is batched
+
+
+def test_checked_options_are_checked_once_frozen_and_encode_as_a_plain_map():
+    from symfence.protocol.codec import checked_options
+
+    opts = checked_options({"task_ms": 1.0, "name": "x"})
+    with pytest.raises(TypeError):
+        opts["task_ms"] = 2.0
+    with pytest.raises(LocalProtocolError, match="'bad'"):
+        checked_options({"bad": [1, 2]})
+    data = b"abc"
+    work = Work(DispatchToken(_tok()), WorkId(_tok()), data, sha256_hex(data), "synthetic", "t", 0, opts)
+    assert encode(work) == encode(Work(work.token, work.work_id, data, work.sha256, "synthetic", "t", 0,
+                                       dict(opts)))
