@@ -67,8 +67,8 @@ async def _run(n: int, out: Path, profile: cProfile.Profile | None, max_batch: i
     c.pump = _Pump()
     for r in c.workers:
         c.batch_of[r] = max_batch  # what each worker's HELLO would offer
-        c.alive.add(r)
-        c.last_seen[r] = c.clock()
+        c.members.hello(r)
+        c.members.heard(r, c.clock())
     c._seed()
     c.dispatching = True
     c._t0 = c.clock()

@@ -49,13 +49,13 @@ class ReportMixin:
         return Snapshot(
             elapsed, st.execs / elapsed, (st.committed - st.carried_committed) / elapsed, st.edges, st.corpus,
             len(self.scheduler),
-            st.crashes, st.hangs, len(self.inflight), st.quarantined_total, len(self.alive),
+            st.crashes, st.hangs, len(self.inflight), st.quarantined_total, len(self.members.alive),
             ooms=st.ooms, task_errors=st.task_errors, since_path_s=since(self.afl.last_find),
             since_crash_s=since(self.afl.last_crash), since_hang_s=since(self.afl.last_hang),
             solver_s=st.solver_s, solver_queries=self.solver_queries, solver_timeouts=self.solver_timeouts,
             map_density=100.0 * st.edges / MAP_SIZE,
             memory_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
-            workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.alive), targets=targets,
+            workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.members.alive), targets=targets,
             quarantine_reasons=reasons,
             conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
             show_quarantine=self.status.show_quarantine, stages=self.plan.status_text(),
@@ -77,7 +77,7 @@ class ReportMixin:
             banner=self.cfg["campaign.name"],
             command_line=" ".join([sys.executable, *sys.argv]), total_tmout=self.tmouts)
         own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
-            "dispatch_depth": self.depth, "workers_alive": len(self.alive),
+            "dispatch_depth": self.depth, "workers_alive": len(self.members.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
             **self._hostile_stats(), **self.inflight.stats_items(),

@@ -215,8 +215,8 @@ async def _campaign(tmp_path: Path, depth: int, max_batch: int) -> Campaign:
     c.pump = _Pump()
     for r in c.workers:
         c.batch_of[r] = max_batch  # what a worker's HELLO offers (our workers: MAX_BATCH)
-        c.alive.add(r)
-        c.last_seen[r] = c.clock()
+        c.members.hello(r)
+        c.members.heard(r, c.clock())
     c._seed()
     c.dispatching = True
     c._t0 = c.clock()
