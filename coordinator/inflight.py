@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import heapq
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 from symfence.coordinator.scheduler import WorkItem
 from symfence.protocol.ids import DispatchToken, Rank, WorkId
@@ -138,8 +138,8 @@ class InFlight:
 
     def revoked_from(self, token: DispatchToken) -> Rank | None:
         """The rank a recently revoked token had been dispatched to."""
-        entry = self.revoked_tokens.get(token)
-        return None if entry is None else entry[1]
+        entry = self.revoked_tokens.get(token)  # (why, rank), as `revoke` adds it
+        return None if entry is None else cast(tuple[Revocation, Rank], entry)[1]
 
     def hold(self, token: DispatchToken, rank: Rank, send_index: int = ARRIVED) -> bool:
         """Count a revoked `token` against `rank`'s slots until it is released. `send_index`:

@@ -79,7 +79,7 @@ class Peer:
     edge_budget: float = 0.0
     edge_at: float = 0.0
     pending_claims: int = 0
-    queue: collections.deque = field(default_factory=collections.deque)
+    queue: collections.deque[Any] = field(default_factory=collections.deque)
 
 
 class Peers:
