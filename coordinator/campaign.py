@@ -386,8 +386,9 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
                 self._flush()
             if now >= next_stats:
                 next_stats = now + interval
-                self._write_stats()
-                self.status.update(self._snapshot())
+                snap = self._stats_snapshot()  # one frozen snapshot: fuzzer_stats and the live view
+                self._write_stats(snap)
+                self.status.update(self._snapshot(snap))
             self._check_finished()
             self.hotpath.ticker_ns += _ns() - t0 - (self.hotpath.flush_ns - flushed)
 

@@ -16,7 +16,7 @@ from symfence.coordinator import carryover, failpoints
 from symfence.coordinator.afl import plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
-from symfence.coordinator.stats import render_stats, write_atomic
+from symfence.coordinator.stats import StatsSnapshot, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, TargetLine
 from symfence.protocol.coverage import MAP_SIZE
 
@@ -34,9 +34,14 @@ class ReportMixin:
             out.update(self.afl_sync.counters())  # its sessions and queue directories
         return out
 
-    def _snapshot(self) -> Snapshot:
+    def _stats_snapshot(self) -> StatsSnapshot:
+        """The one frozen snapshot a report reads (the live view and fuzzer_stats of one tick share it)."""
         self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
-        st = self.stats.snapshot()
+        return self.stats.snapshot()
+
+    def _snapshot(self, st: StatsSnapshot | None = None) -> Snapshot:
+        """The live view's line, from `st` (taken now if not given)."""
+        st = self._stats_snapshot() if st is None else st
         elapsed = max(self.clock() - self._t0, 1e-9)
         now = time.time()
 
@@ -61,11 +66,11 @@ class ReportMixin:
             show_quarantine=self.status.show_quarantine, stages=self.plan.status_text(),
             refused=self.refusals.live_text())
 
-    def _write_stats(self) -> None:
-        """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
+    def _write_stats(self, st: StatsSnapshot | None = None) -> None:
+        """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row, from `st`
+        (taken now if not given)."""
         failpoints.hit("stats", self.out.root / "fuzzer_stats")
-        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
-        st = self.stats.snapshot()
+        st = self._stats_snapshot() if st is None else st
         now = time.time()
         pending, in_flight = len(self.scheduler), len(self.inflight)
         cycles_done = 1 if self.stop_reason == "work exhausted" else 0  # every queued input ran once

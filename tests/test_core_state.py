@@ -21,7 +21,7 @@ from symfence.protocol.reasons import Reason
 ROOT = Path(__file__).resolve().parent.parent
 # The coordinator's state modules: plain state and pure decisions, no MPI, threads, files or logs.
 SANS_IO = ("coordinator/members.py", "coordinator/inflight.py", "coordinator/peers.py",
-           "coordinator/scheduler.py", "coordinator/verdict.py")
+           "coordinator/scheduler.py", "coordinator/verdict.py", "coordinator/engines.py")
 IO = {"mpi4py", "asyncio", "structlog", "uvloop", "sqlite3", "threading", "socket", "os", "shutil", "pathlib"}
 
 
