@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from symfence.coordinator.engines import MODES, Slices, TargetKind, python_modes
+from symfence.coordinator.engines import MODES, Slices, TargetKind, python_modes, target_of
 from symfence.protocol.rules import MAX_BATCH
 
 # The executor a config with `targets` but no `executor` gets: both stages (engine + Atheris).
@@ -377,7 +377,7 @@ def executor_options(cfg: Config) -> dict[str, Any]:
         keys = ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")
         keys += ("change_after_s", "task_ms_after") if s["change_after_s"] else ()  # work_ids as before
         return {k: s[k] for k in keys}
-    if cfg["campaign.executor"] == "native":
+    if target_of(cfg["campaign.executor"]) is TargetKind.NATIVE:
         return dict(cfg["native.options"])
     options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
     if cfg["concolic.instrument"]:  # modules rewritten besides the target's package (a string on the wire)
@@ -390,7 +390,7 @@ def exec_timeout_s(cfg: Config) -> float:
     with: the corpus executor's option (every Python executor re-runs findings on the concolic
     stage, so it is concolic.options.exec_timeout_s there; native.options.exec_timeout_s).
     The one value `symfence replay`, `cmin`, `coverage` and the pytest plugin apply per input."""
-    if cfg["campaign.executor"] == "native":
+    if target_of(cfg["campaign.executor"]) is TargetKind.NATIVE:
         from symfence.protocol.options import NativeOptions
 
         return NativeOptions.from_mapping(cfg["native.options"]).exec_timeout_s

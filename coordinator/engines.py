@@ -123,6 +123,11 @@ class Stage:
     NATIVE_FUZZ = NATIVE_FUZZ
 
 
+def target_of(mode: str) -> TargetKind:
+    """The kind of target a `campaign.executor` runs (that of its corpus engine)."""
+    return MODES[mode].corpus.target
+
+
 def python_modes() -> tuple[str, ...]:
     """The modes whose targets are Python `module:function` targets."""
     return tuple(name for name, m in MODES.items() if m.corpus.target is TargetKind.PYTHON)
