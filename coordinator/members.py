@@ -76,6 +76,10 @@ class Members:
     def banned(self, rank: Rank) -> bool:
         return rank in self._banned
 
+    def banned_index(self) -> frozenset[Rank] | set[Rank]:
+        """The set of banned ranks itself (kept by this table; for hot paths to read, never change)."""
+        return self._banned
+
     def ranks_in(self, state: MemberState) -> list[Rank]:
         return sorted(r for r, s in self._state.items() if s is state)
 

@@ -87,7 +87,7 @@ class Peers:
         self.policy = policy
         self.clock = clock
         self.members = Members() if members is None else members  # owns the bans
-        self._banned = self.members.banned
+        self._banned_ranks = self.members.banned_index()  # its index, read here without a call per frame
         self._peers: dict[Rank, Peer] = {}
         self._order: list[Rank] = []
         self._next = 0  # round-robin start, so no rank always goes first
@@ -108,10 +108,10 @@ class Peers:
         return p
 
     def state(self, rank: Rank) -> PeerState:
-        return PeerState.BANNED if self._banned(rank) else self.peer(rank).state
+        return PeerState.BANNED if rank in self._banned_ranks else self.peer(rank).state
 
     def banned(self, rank: Rank) -> bool:
-        return self._banned(rank)
+        return rank in self._banned_ranks
 
     def ranks_in(self, state: PeerState) -> list[Rank]:
         return sorted(r for r in self._peers if self.state(r) is state)
@@ -123,7 +123,7 @@ class Peers:
         p = self._peers.get(rank) or self.peer(rank)
         p.queue.append(item)
         self._queued += 1
-        return len(p.queue) <= self.policy.backlog_frames or self._banned(rank)
+        return len(p.queue) <= self.policy.backlog_frames or rank in self._banned_ranks
 
     def pending(self) -> bool:
         return self._queued > 0
@@ -135,7 +135,7 @@ class Peers:
         start, self._next = self._next, (self._next + 1) % max(n, 1)
         for i in range(n):
             p = self._peers[self._order[(start + i) % n]]
-            if self._banned(p.rank):
+            if p.rank in self._banned_ranks:
                 while p.queue:
                     self._queued -= 1
                     yield p.rank, p.queue.popleft()
@@ -154,7 +154,7 @@ class Peers:
         """Count one bad frame against the rank; True if that crosses the ban threshold."""
         pol = self.policy
         p = self.peer(rank)
-        if pol.ban_garbage <= 0 or self._banned(rank):
+        if pol.ban_garbage <= 0 or rank in self._banned_ranks:
             return False
         now = self.clock()
         p.garbage = max(0.0, p.garbage - (now - p.garbage_at) * pol.garbage_leak_per_s)
@@ -179,7 +179,7 @@ class Peers:
         pol = self.policy
         p = self.peer(rank)
         p.strikes += 1
-        if p.state is not PeerState.ACTIVE or self._banned(rank) or not pol.expiry_strikes or p.strikes < pol.expiry_strikes or not others:
+        if p.state is not PeerState.ACTIVE or rank in self._banned_ranks or not pol.expiry_strikes or p.strikes < pol.expiry_strikes or not others:
             return False
         p.state = PeerState.SUSPENDED
         p.suspended_until = self.clock() + pol.suspend_s * (2 ** p.suspensions)
@@ -196,7 +196,7 @@ class Peers:
         """How many dispatches the rank may hold now: 0 while suspended or banned, 1 on probation
         (the first dispatch after a suspension), else the depth."""
         p = self._peers.get(rank) or self.peer(rank)
-        if self._banned(rank):
+        if rank in self._banned_ranks:
             return 0
         if p.state is PeerState.SUSPENDED:
             if self.clock() < p.suspended_until:
