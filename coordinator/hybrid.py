@@ -102,17 +102,18 @@ class HybridPlan:
 
     # -- what runs ------------------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def concolic_on(self) -> bool:
-        """Whether the corpus engine runs corpus entries (not only re-runs of findings)."""
+        """Whether the corpus engine runs corpus entries (not only re-runs of findings). (The mode
+        never changes: this and the two below are computed once; `pick` asks per free slot.)"""
         return MODES[self.mode].engine_runs
 
-    @property
+    @functools.cached_property
     def fuzz_on(self) -> bool:
         slices = MODES[self.mode].slices
         return slices is Slices.ALWAYS or (slices is Slices.OPTION and self.native_slices)
 
-    @property
+    @functools.cached_property
     def fuzz_stage(self) -> EngineSpec:
         """The mutation stage: Atheris slices, or native havoc slices for native programs."""
         return MODES[self.mode].mutation or Stage.FUZZ
