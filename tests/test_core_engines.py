@@ -16,12 +16,11 @@ import textwrap
 import pytest
 
 import symfence.worker.executors as executors_pkg
+from bench.bench_loop import offline_campaign
 from symfence.coordinator import engines
-from symfence.coordinator import log as logsetup
 from symfence.coordinator.campaign import Campaign
 from symfence.coordinator.config import ConfigError, parse
 from symfence.coordinator.engines import EngineSpec, Mode, Role, TargetKind
-from symfence.coordinator.journal import Journal
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.pump import Inbound
 from symfence.coordinator.scheduler import Scheduler, WorkItem
@@ -70,23 +69,6 @@ def toy(tmp_path):
     sys.modules.pop(f"{executors_pkg.__name__}.toy", None)
 
 
-class _Comm:
-    def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
-        return 3
-
-
-class _Pump:
-    frames_in = frames_out = bytes_in = dropped_to_dead = 0
-    oversized_frames = oversized_bytes = side_frames_dropped = 0
-    error = None
-
-    def __init__(self) -> None:
-        self.out: list[tuple[int, int, bytes]] = []
-
-    def send(self, dest: int, tag: int, frame: bytes) -> None:
-        self.out.append((dest, tag, frame))
-
-
 def test_an_unknown_engine_is_refused_and_a_registered_one_is_accepted(toy):
     cfg = parse({"campaign": {"executor": "toy"}})
     assert cfg["campaign.targets"] == ["synthetic"] and cfg["campaign.executor"] == "toy"
@@ -112,19 +94,7 @@ def test_a_campaign_runs_a_registered_engine_end_to_end_without_mpi(toy, tmp_pat
     async def run() -> Campaign:
         cfg = parse({"campaign": {"executor": "toy", "duration_s": 0},
                      "synthetic": {"seeds": 20, "task_ms": 0}})
-        od = OutputDir(tmp_path / "out")
-        logsetup.configure(od.logs / "coordinator.jsonl", verbose=False, rank=0)
-        journal = Journal.open(od.root / "journal.sqlite", resume=False)
-        c = Campaign(cfg, _Comm(), od, journal)
-        journal.begin_run(c.minter.epoch.hex())
-        c.pump = _Pump()
-        for r in c.workers:
-            c.members.hello(r)
-            c.members.heard(r, c.clock())
-        c._seed()
-        c.dispatching = True
-        c._t0 = c.clock()
-        c._fill()
+        c, handle = offline_campaign(cfg, tmp_path / "out", workers=2)
         runner = make_executor("toy")  # the worker side: the module, found by the spec's name
         for _ in range(100):
             sends, c.pump.out = c.pump.out, []
@@ -145,7 +115,8 @@ def test_a_campaign_runs_a_registered_engine_end_to_end_without_mpi(toy, tmp_pat
             c._on_batch(frames)
             while c.peers.pending():
                 c._turn()
-        journal.close()
+        c.journal.close()
+        handle.close()
         return c
 
     c = asyncio.run(run())
