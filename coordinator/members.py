@@ -76,19 +76,12 @@ class Members:
     def banned(self, rank: Rank) -> bool:
         return rank in self._banned
 
-    def banned_index(self) -> frozenset[Rank] | set[Rank]:
+    def banned_index(self) -> set[Rank]:
         """The set of banned ranks itself (kept by this table; for hot paths to read, never change)."""
         return self._banned
 
     def ranks_in(self, state: MemberState) -> list[Rank]:
         return sorted(r for r, s in self._state.items() if s is state)
-
-    def items(self) -> dict[str, int]:
-        """How many ranks are in each state (for the live view and fuzzer_stats)."""
-        counts = {s.value: 0 for s in MemberState}
-        for s in self._state.values():
-            counts[s.value] += 1
-        return counts
 
     # --- changing -----------------------------------------------------------------------------
 
