@@ -1,0 +1,416 @@
+"""The campaign store's logic in SQL, once for both databases: every operation as one transaction.
+
+`SqlStore` implements `interface.CampaignStore`; a subclass gives it a connection and says how
+its database differs (`Dialect`: placeholders, row locks, the two sequences, the transaction and
+its retry). The SQL is written with `%s` placeholders (psycopg's); SQLite's `?` is swapped in.
+
+The fence is the commit's conditional UPDATE: it changes the item's row only if it still names
+this lease (state leased, same coordinator, epoch and token) and the lease has not expired, and
+everything the outcome adds is written in the same transaction after it, so a refused commit
+leaves nothing. A registration ends (voids) the coordinator's leases of older epochs in its own
+transaction, so a lease of a dead epoch can never commit. Every change appends to `history`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from symfence.coordinator.shared.interface import StaleEpochError, StoreError, UnknownCoordinatorError
+from symfence.coordinator.shared.records import (
+    CommitResult,
+    CoordinatorId,
+    CoordinatorStatus,
+    Epoch,
+    EventKind,
+    HistoryEvent,
+    ItemRow,
+    ItemState,
+    Lease,
+    LeaseGrant,
+    LeaseToken,
+    Outcome,
+    RefuseReason,
+    Registration,
+    WorkItem,
+)
+
+T = TypeVar("T")
+Cursor = Any  # sqlite3.Cursor or psycopg.Cursor: the same DB-API calls are used on both
+
+SCHEMA_VERSION = "1"
+
+# The tables, once for both databases; `{serial}`, `{blob}`, `{real}` and `{int}` are the
+# database's spellings. Items are picked by position (the order they were added); a done item
+# keeps the lease that committed it. The history is append-only: nothing updates or deletes it.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS coordinators (
+    id             TEXT PRIMARY KEY,
+    epoch          {int} NOT NULL,              -- its current epoch (older ones are dead)
+    registrations  {int} NOT NULL,
+    registered_at  {real} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS work (
+    position     {serial},
+    work_id      TEXT NOT NULL UNIQUE,
+    payload      {blob} NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('pending', 'leased', 'done')),
+    coordinator  TEXT,                          -- the lease (leased), or the one that committed (done)
+    epoch        {int},
+    token        {int},
+    expires      {real},
+    status       TEXT,
+    CHECK ((state = 'pending') = (token IS NULL)),
+    CHECK ((state = 'done') = (status IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS work_by_state ON work (state, position);
+CREATE INDEX IF NOT EXISTS work_by_expiry ON work (state, expires);
+CREATE TABLE IF NOT EXISTS findings (
+    identity     TEXT PRIMARY KEY,              -- the crash identity: one finding per identity
+    kind         TEXT NOT NULL,
+    data         {blob} NOT NULL,
+    detail       TEXT NOT NULL,
+    coordinator  TEXT NOT NULL,                 -- the first to commit it
+    work_id      TEXT NOT NULL,
+    at           {real} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS coverage (
+    edge         {int} PRIMARY KEY,             -- the union: one row per edge ever seen
+    coordinator  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (
+    coordinator  TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    value        {int} NOT NULL,
+    PRIMARY KEY (coordinator, name)
+);
+CREATE TABLE IF NOT EXISTS history (
+    seq          {serial},
+    at           {real} NOT NULL,
+    kind         TEXT NOT NULL,
+    work_id      TEXT,
+    coordinator  TEXT,
+    epoch        {int},
+    token        {int},
+    expires      {real},
+    reason       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_by_kind ON history (kind, coordinator);
+"""
+
+_HISTORY = ("INSERT INTO history (at, kind, work_id, coordinator, epoch, token, expires, reason) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+
+# `symfence status` for a shared campaign: one row per coordinator, with its share of commits.
+# (coordinator, epoch, registrations, holding now, committed, refused, its leases that expired)
+STATUS_QUERY = """
+SELECT c.id, c.epoch, c.registrations,
+       (SELECT COUNT(*) FROM work w WHERE w.state = 'leased' AND w.coordinator = c.id
+                                      AND w.expires > %s),
+       (SELECT COUNT(*) FROM history h WHERE h.kind = 'commit' AND h.coordinator = c.id),
+       (SELECT COUNT(*) FROM history h WHERE h.kind = 'refuse' AND h.coordinator = c.id),
+       (SELECT COUNT(*) FROM history h WHERE h.kind = 'expire' AND h.coordinator = c.id)
+FROM coordinators c ORDER BY c.id
+"""
+
+
+class SqlStore(abc.ABC):
+    """A campaign store over one DB-API connection (subclasses: SqliteStore, PostgresStore)."""
+
+    # --- what a database says about itself --------------------------------------------------
+
+    lock_rows = ""  # appended to the SELECT that picks items to lease (PostgreSQL: SKIP LOCKED)
+    lock_member = ""  # appended to the read of a coordinator's epoch (PostgreSQL: FOR SHARE)
+    lock_wait = ""  # appended to a SELECT whose rows must all be changed (PostgreSQL: FOR UPDATE)
+
+    def __init__(self, clock: Callable[[], float] | None) -> None:
+        self._clock = clock
+
+    def _create(self, cur: Cursor, now: float, spellings: Mapping[str, str]) -> None:
+        """Create the tables if missing (in the caller's transaction) and check the schema version."""
+        for statement in SCHEMA.format(**spellings).split(";"):
+            if statement.strip():
+                self._exec(cur, statement)
+        self._exec(cur, "INSERT INTO meta (key, value) VALUES ('schema', %s) ON CONFLICT (key) DO NOTHING",
+                   (SCHEMA_VERSION,))
+        (version,) = self._exec(cur, "SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"the store has schema {version}, this symfence reads {SCHEMA_VERSION}")
+
+    @abc.abstractmethod
+    def _transact(self, body: Callable[[Cursor, float], T]) -> T:
+        """Run `body(cursor, now)` in one write transaction (retried whole if the database asks)."""
+
+    @abc.abstractmethod
+    def _read(self, body: Callable[[Cursor, float], T]) -> T:
+        """Run `body(cursor, now)` for reading only."""
+
+    @abc.abstractmethod
+    def _next_values(self, cur: Cursor, sequence: str, count: int) -> list[int]:
+        """`count` new values of the store-side sequence `epoch` or `lease_token`, increasing."""
+
+    @abc.abstractmethod
+    def _sql(self, text: str) -> str:
+        """`text` in this database's placeholder style."""
+
+    def _free(self, cur: Cursor, position: int) -> None:
+        """Make the item at `position` pending (its lease ended: voided, expired)."""
+        self._exec(cur, "UPDATE work SET state = 'pending', coordinator = NULL, epoch = NULL, token = NULL, "
+                        "expires = NULL WHERE position = %s", (position,))
+
+    def _exec(self, cur: Cursor, text: str, params: tuple = ()) -> Cursor:
+        cur.execute(self._sql(text), params)
+        return cur
+
+    def _event(self, cur: Cursor, now: float, kind: EventKind, work_id: str | None = None,
+               coordinator: str | None = None, epoch: int | None = None, token: int | None = None,
+               expires: float | None = None, reason: str = "") -> None:
+        self._exec(cur, _HISTORY, (now, kind.value, work_id, coordinator, epoch, token, expires, reason))
+
+    # --- membership -------------------------------------------------------------------------
+
+    def register(self, coordinator: CoordinatorId) -> Registration:
+        def body(cur: Cursor, now: float) -> Registration:
+            (epoch,) = self._next_values(cur, "epoch", 1)
+            self._exec(cur, "INSERT INTO coordinators (id, epoch, registrations, registered_at) "
+                            "VALUES (%s, %s, 1, %s) ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch, "
+                            "registrations = coordinators.registrations + 1, "
+                            "registered_at = excluded.registered_at", (coordinator, epoch, now))
+            self._event(cur, now, EventKind.REGISTER, coordinator=coordinator, epoch=epoch)
+            voided = self._exec(cur, "SELECT position, work_id, epoch, token, expires FROM work "
+                                     "WHERE state = 'leased' AND coordinator = %s AND epoch < %s "
+                                     "ORDER BY position" + self.lock_wait, (coordinator, epoch)).fetchall()
+            for position, work_id, old_epoch, token, expires in voided:
+                self._free(cur, position)
+                self._event(cur, now, EventKind.VOID, work_id, coordinator, old_epoch, token, expires,
+                            "its coordinator registered again")
+            return Registration(coordinator, Epoch(epoch), len(voided))
+
+        return self._transact(body)
+
+    def _member_epoch(self, cur: Cursor, coordinator: str) -> int:
+        row = self._exec(cur, "SELECT epoch FROM coordinators WHERE id = %s" + self.lock_member,
+                         (coordinator,)).fetchone()
+        if row is None:
+            raise UnknownCoordinatorError(f"coordinator {coordinator!r} has not registered in this store")
+        return int(row[0])
+
+    # --- work -------------------------------------------------------------------------------
+
+    def add_work(self, items: Iterable[WorkItem]) -> int:
+        batch = list(items)
+
+        def body(cur: Cursor, now: float) -> int:
+            return self._add(cur, now, batch)
+
+        return self._transact(body) if batch else 0
+
+    def _add(self, cur: Cursor, now: float, items: Iterable[WorkItem]) -> int:
+        added = 0
+        for item in sorted(items, key=lambda item: item.work_id):  # one lock order for all writers
+            cur = self._exec(cur, "INSERT INTO work (work_id, payload, state) VALUES (%s, %s, 'pending') "
+                                  "ON CONFLICT (work_id) DO NOTHING", (item.work_id, item.payload))
+            if cur.rowcount == 1:
+                added += 1
+                self._event(cur, now, EventKind.ADD, item.work_id)
+        return added
+
+    def lease(self, coordinator: CoordinatorId, epoch: Epoch, count: int, ttl_s: float) -> LeaseGrant:
+        if count <= 0 or ttl_s <= 0:
+            raise ValueError(f"lease count and ttl must be positive, got {count} and {ttl_s}")
+
+        def body(cur: Cursor, now: float) -> LeaseGrant:
+            current = self._member_epoch(cur, coordinator)
+            if current != epoch:
+                raise StaleEpochError(f"coordinator {coordinator!r} holds epoch {current}, not {epoch}")
+            expired = self._exec(cur, "SELECT position, work_id, payload, coordinator, epoch, token, expires "
+                                      "FROM work WHERE state = 'leased' AND expires <= %s "
+                                      "ORDER BY expires, position LIMIT %s" + self.lock_rows,
+                                 (now, count)).fetchall()
+            pending = self._exec(cur, "SELECT position, work_id, payload FROM work WHERE state = 'pending' "
+                                      "ORDER BY position LIMIT %s" + self.lock_rows,
+                                 (count - len(expired),)).fetchall() if len(expired) < count else []
+            tokens = self._next_values(cur, "lease_token", len(expired) + len(pending))
+            expires = now + ttl_s
+            leases = []
+            for (position, work_id, payload, *old), token in zip(expired + pending, tokens, strict=True):
+                if old:
+                    self._event(cur, now, EventKind.EXPIRE, work_id, old[0], old[1], old[2], old[3],
+                                f"taken over by {coordinator}")
+                self._exec(cur, "UPDATE work SET state = 'leased', coordinator = %s, epoch = %s, token = %s, "
+                                "expires = %s WHERE position = %s", (coordinator, epoch, token, expires, position))
+                self._event(cur, now, EventKind.LEASE, work_id, coordinator, epoch, token, expires)
+                leases.append(Lease(work_id, coordinator, epoch, LeaseToken(token), expires, bytes(payload)))
+            return LeaseGrant(tuple(leases), len(expired))
+
+        return self._transact(body)
+
+    def _holds(self, cur: Cursor, lease: Lease, now: float, assignments: str, values: tuple) -> bool:
+        """The compare-and-set: change the item's row only if `lease` is its current, unexpired lease."""
+        row = self._exec(cur, f"UPDATE work SET {assignments} WHERE work_id = %s AND state = 'leased' "
+                              "AND coordinator = %s AND epoch = %s AND token = %s AND expires > %s "
+                              "RETURNING work_id",
+                         (*values, lease.work_id, lease.coordinator, lease.epoch, lease.token, now)).fetchone()
+        return row is not None
+
+    def renew(self, leases: Iterable[Lease], ttl_s: float) -> tuple[Lease, ...]:
+        batch = sorted(leases, key=lambda lease: lease.work_id)
+
+        def body(cur: Cursor, now: float) -> tuple[Lease, ...]:
+            expires = now + ttl_s
+            renewed = []
+            for lease in batch:
+                if self._holds(cur, lease, now, "expires = %s", (expires,)):
+                    self._event(cur, now, EventKind.RENEW, lease.work_id, lease.coordinator, lease.epoch,
+                                lease.token, expires)
+                    renewed.append(Lease(lease.work_id, lease.coordinator, lease.epoch, lease.token,
+                                         expires, lease.payload))
+            return tuple(renewed)
+
+        return self._transact(body) if batch else ()
+
+    def release(self, leases: Iterable[Lease]) -> int:
+        batch = sorted(leases, key=lambda lease: lease.work_id)
+
+        def body(cur: Cursor, now: float) -> int:
+            released = 0
+            for lease in batch:
+                if self._holds(cur, lease, now, "state = 'pending', coordinator = NULL, epoch = NULL, "
+                                                "token = NULL, expires = NULL", ()):
+                    released += 1
+                    self._event(cur, now, EventKind.RELEASE, lease.work_id, lease.coordinator,
+                                lease.epoch, lease.token, lease.expires)
+            return released
+
+        return self._transact(body) if batch else 0
+
+    def expire(self) -> int:
+        def body(cur: Cursor, now: float) -> int:
+            rows = self._exec(cur, "SELECT position, work_id, coordinator, epoch, token, expires FROM work "
+                                   "WHERE state = 'leased' AND expires <= %s ORDER BY position" + self.lock_rows,
+                              (now,)).fetchall()
+            for position, work_id, coordinator, epoch, token, expires in rows:
+                self._free(cur, position)
+                self._event(cur, now, EventKind.EXPIRE, work_id, coordinator, epoch, token, expires,
+                            "reclaimed")
+            return len(rows)
+
+        return self._transact(body)
+
+    # --- the commit -------------------------------------------------------------------------
+
+    def commit(self, lease: Lease, outcome: Outcome) -> CommitResult:
+        def body(cur: Cursor, now: float) -> CommitResult:
+            if not self._holds(cur, lease, now, "state = 'done', status = %s", (outcome.status,)):
+                reason = self._refusal(cur, lease, now)
+                self._event(cur, now, EventKind.REFUSE, lease.work_id, lease.coordinator, lease.epoch,
+                            lease.token, lease.expires, reason.value)
+                return CommitResult(lease.work_id, reason)
+            self._event(cur, now, EventKind.COMMIT, lease.work_id, lease.coordinator, lease.epoch,
+                        lease.token, lease.expires, outcome.status)
+            added = self._add(cur, now, outcome.new_work)
+            new_findings = []
+            for finding in sorted(outcome.findings, key=lambda finding: finding.identity):
+                cur = self._exec(cur, "INSERT INTO findings (identity, kind, data, detail, coordinator, "
+                                      "work_id, at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                                      "ON CONFLICT (identity) DO NOTHING",
+                                 (finding.identity, finding.kind, finding.data, finding.detail,
+                                  lease.coordinator, lease.work_id, now))
+                if cur.rowcount == 1:
+                    new_findings.append(finding.identity)
+            new_edges = self._add_edges(cur, sorted(outcome.coverage), lease.coordinator)
+            for name, value in sorted(outcome.counters.items()):
+                self._exec(cur, "INSERT INTO counters (coordinator, name, value) VALUES (%s, %s, %s) "
+                                "ON CONFLICT (coordinator, name) DO UPDATE "
+                                "SET value = counters.value + excluded.value",
+                           (lease.coordinator, name, value))
+            return CommitResult(lease.work_id, None, added, tuple(new_findings), new_edges)
+
+        return self._transact(body)
+
+    def _add_edges(self, cur: Cursor, edges: list[int], coordinator: str) -> int:
+        """Insert edges not yet in the union (sorted: one lock order); returns how many were new."""
+        new = 0
+        for edge in edges:
+            cur = self._exec(cur, "INSERT INTO coverage (edge, coordinator) VALUES (%s, %s) "
+                                  "ON CONFLICT (edge) DO NOTHING", (edge, coordinator))
+            new += cur.rowcount
+        return new
+
+    def _refusal(self, cur: Cursor, lease: Lease, now: float) -> RefuseReason:
+        """Why the compare-and-set failed, read in the same transaction."""
+        row = self._exec(cur, "SELECT state, coordinator, epoch, token FROM work WHERE work_id = %s",
+                         (lease.work_id,)).fetchone()
+        if row is None:
+            return RefuseReason.UNKNOWN_ITEM
+        state, coordinator, epoch, token = row
+        if state == ItemState.DONE.value:
+            return RefuseReason.ALREADY_DONE
+        member = self._exec(cur, "SELECT epoch FROM coordinators WHERE id = %s", (lease.coordinator,)).fetchone()
+        if member is None or int(member[0]) != lease.epoch:
+            return RefuseReason.STALE_EPOCH
+        if state == ItemState.PENDING.value:
+            return RefuseReason.NOT_LEASED
+        if (coordinator, epoch, token) == (lease.coordinator, lease.epoch, lease.token):
+            return RefuseReason.LEASE_EXPIRED
+        return RefuseReason.LEASE_TAKEN
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def status(self) -> tuple[CoordinatorStatus, ...]:
+        rows = self._read(lambda cur, now: self._exec(cur, STATUS_QUERY, (now,)).fetchall())
+        total = sum(int(row[4]) for row in rows)
+        return tuple(
+            CoordinatorStatus(CoordinatorId(ident), Epoch(int(epoch)), int(registrations), int(holding),
+                              int(committed), int(refused), int(taken), int(committed) / total if total else 0.0)
+            for ident, epoch, registrations, holding, committed, refused, taken in rows
+        )
+
+    def counts(self) -> Mapping[ItemState, int]:
+        rows = self._read(lambda cur, now: self._exec(
+            cur, "SELECT state, COUNT(*) FROM work GROUP BY state").fetchall())
+        found = {ItemState(state): int(count) for state, count in rows}
+        return {state: found.get(state, 0) for state in ItemState}
+
+    def findings(self) -> tuple[tuple[str, str, CoordinatorId, str], ...]:
+        rows = self._read(lambda cur, now: self._exec(
+            cur, "SELECT identity, kind, coordinator, work_id FROM findings ORDER BY identity").fetchall())
+        return tuple((identity, kind, CoordinatorId(who), work_id) for identity, kind, who, work_id in rows)
+
+    def coverage(self) -> frozenset[int]:
+        rows = self._read(lambda cur, now: self._exec(cur, "SELECT edge FROM coverage").fetchall())
+        return frozenset(int(edge) for (edge,) in rows)
+
+    def counters(self) -> Mapping[str, int]:
+        rows = self._read(lambda cur, now: self._exec(
+            cur, "SELECT name, SUM(value) FROM counters GROUP BY name ORDER BY name").fetchall())
+        return {name: int(value) for name, value in rows}
+
+    def history(self) -> tuple[HistoryEvent, ...]:
+        rows = self._read(lambda cur, now: self._exec(
+            cur, "SELECT seq, at, kind, work_id, coordinator, epoch, token, expires, reason "
+                 "FROM history ORDER BY seq").fetchall())
+        return tuple(
+            HistoryEvent(int(seq), float(at), EventKind(kind), work_id,
+                         None if who is None else CoordinatorId(who), None if epoch is None else Epoch(int(epoch)),
+                         None if token is None else LeaseToken(int(token)),
+                         None if expires is None else float(expires), reason)
+            for seq, at, kind, work_id, who, epoch, token, expires, reason in rows
+        )
+
+    def items(self) -> tuple[ItemRow, ...]:
+        rows = self._read(lambda cur, now: self._exec(
+            cur, "SELECT work_id, state, coordinator, epoch, token, expires FROM work "
+                 "ORDER BY position").fetchall())
+        return tuple(
+            ItemRow(work_id, ItemState(state), None if who is None else CoordinatorId(who),
+                    None if epoch is None else Epoch(int(epoch)),
+                    None if token is None else LeaseToken(int(token)),
+                    None if expires is None else float(expires))
+            for work_id, state, who, epoch, token, expires in rows
+        )
