@@ -105,3 +105,39 @@ def start_server() -> PgServer:
         server.stop()
         raise PgUnavailable(f"pg_ctl start failed: {start.stderr.strip()[-300:]} {log}")
     return server
+
+
+_SERVER: PgServer | None = None
+_REASON = ""
+
+
+def shared_server() -> PgServer:
+    """One throw-away server for the whole test session (started on first use, stopped at exit);
+    raises PgUnavailable (the same reason every time) when it cannot be started."""
+    global _SERVER, _REASON
+    if _SERVER is None and not _REASON:
+        try:
+            _SERVER = start_server()
+        except PgUnavailable as exc:
+            _REASON = str(exc)
+        else:
+            import atexit
+
+            atexit.register(_SERVER.stop)
+    if _SERVER is None:
+        raise PgUnavailable(_REASON)
+    return _SERVER
+
+
+_SCHEMAS = iter(range(1, 1 << 30))
+
+
+def fresh_dsn() -> str:
+    """A DSN on the shared server whose tables live in a new, empty schema (one per store)."""
+    import psycopg
+
+    server = shared_server()
+    schema = f"t{os.getpid()}_{next(_SCHEMAS)}"
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{server.dsn} options='-c search_path={schema}'"

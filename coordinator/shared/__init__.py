@@ -8,13 +8,15 @@ and `checker`, which verifies a store's history. Not yet wired into the coordina
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from symfence.coordinator.shared.interface import CampaignStore, StoreError
 
 
-def open_store(where: str, *, clock: Callable[[], float] | None = None) -> CampaignStore:
+def open_store(where: str, *, clock: Callable[[], float] | None = None, create: bool = True) -> CampaignStore:
     """The store `where` names: `postgresql://...` / `postgres://...` (or a libpq `key=value`
-    string with `host=`) for PostgreSQL, anything else a SQLite file path (`sqlite:` prefix optional)."""
+    string with `host=`) for PostgreSQL, anything else a SQLite file path (`sqlite:` prefix
+    optional; with `create` False a missing file is a StoreError)."""
     if where.startswith(("postgresql://", "postgres://")) or "host=" in where or "dbname=" in where:
         from symfence.coordinator.shared.postgres import PostgresStore
 
@@ -24,4 +26,6 @@ def open_store(where: str, *, clock: Callable[[], float] | None = None) -> Campa
     path = where.removeprefix("sqlite://").removeprefix("sqlite:")
     if not path:
         raise StoreError("a SQLite campaign store needs a file path")
+    if not create and not Path(path).is_file():
+        raise StoreError(f"no campaign store at {path}")
     return SqliteStore(path, clock=clock)
