@@ -69,8 +69,10 @@ class PgServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_server() -> PgServer:
-    """initdb + pg_ctl start in a new temporary folder; raises PgUnavailable with the reason."""
+def start_server(*, durable: bool = False) -> PgServer:
+    """initdb + pg_ctl start in a new temporary folder; raises PgUnavailable with the reason.
+    Tests run it without fsync (it is thrown away); `durable` keeps PostgreSQL's defaults
+    (fsync, synchronous_commit, full page writes), as benchmarks must."""
     try:
         import psycopg  # noqa: F401  (the client the stores use)
     except ImportError as exc:
@@ -92,12 +94,13 @@ def start_server() -> PgServer:
     server = PgServer(folder, _free_port(), bindir, user)
     data = folder / "data"
     init = server._run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-                       "--no-sync", "-E", "UTF8", "--locale=C")
+                       *(() if durable else ("--no-sync",)), "-E", "UTF8", "--locale=C")
     if init.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise PgUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
-    options = (f"-c listen_addresses='' -c unix_socket_directories='{folder}' -p {server.port} "
-               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50")
+    options = f"-c listen_addresses='' -c unix_socket_directories='{folder}' -p {server.port} -c max_connections=50"
+    if not durable:
+        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     start = server._run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l",
                         str(folder / "server.log"), "-w", "-t", "30", "start")
     if start.returncode != 0:

@@ -146,6 +146,33 @@ def test_commit_applies_its_whole_outcome(stores) -> None:
     assert_checked(one)
 
 
+def test_a_group_commit_fences_each_commit_and_applies_only_the_accepted(stores) -> None:
+    clock, connect = stores
+    one, two = connect(), connect()
+    a, b = one.register(A), two.register(B)
+    one.add_work(items(4))
+    mine = one.lease(A, a.epoch, 2, 1.0).leases
+    clock.now += 1.0
+    theirs = two.lease(B, b.epoch, 4, 1.0).leases  # takes over both of A's and the two pending
+    assert len(theirs) == 4
+    shared = SharedFinding("crash:same", "crash")
+    results = two.commit_batch([
+        (theirs[0], Outcome(new_work=(WorkItem("n1"), WorkItem("n2")), findings=(shared,),
+                            coverage=frozenset({1, 2}), counters={"execs": 1})),
+        (mine[0], Outcome(new_work=(WorkItem("n9"),), coverage=frozenset({9}), counters={"execs": 100})),
+        (theirs[1], Outcome(new_work=(WorkItem("n2"), WorkItem("n3")), findings=(shared,),
+                            coverage=frozenset({2, 3}), counters={"execs": 2})),
+        (theirs[1], Outcome(counters={"execs": 1000})),  # the same lease twice: once only
+    ])
+    assert [r.reason for r in results] == [None, RefuseReason.ALREADY_DONE, None, RefuseReason.ALREADY_DONE]
+    assert [(r.added_work, r.new_findings, r.new_edges) for r in results] == [
+        (2, ("crash:same",), 2), (0, (), 0), (1, (), 1), (0, (), 0)]
+    assert two.counters() == {"execs": 3} and two.coverage() == frozenset({1, 2, 3})
+    assert one.counts() == {ItemState.PENDING: 3, ItemState.LEASED: 2, ItemState.DONE: 2}
+    assert two.commit_batch([]) == ()
+    assert_checked(one)
+
+
 def _store_contents(store: CampaignStore) -> tuple:
     return (store.counts(), store.coverage(), store.counters(), store.findings(),
             sorted(row.work_id for row in store.items()))

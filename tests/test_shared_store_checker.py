@@ -113,6 +113,16 @@ def test_early_takeover_and_order_and_unknown_items_fail() -> None:
     order = (History().add(K.REGISTER, 0, who=A, epoch=2).add(K.REGISTER, 0, who=B, epoch=2).add(K.ADD, 0, "w")
              .add(K.ADD, 0, "v").add(K.LEASE, 1, "w", B, 2, 5, 9).add(K.LEASE, 1, "v", B, 2, 5, 9))
     assert order.kinds() == {ViolationKind.EPOCH_ORDER, ViolationKind.TOKEN_ORDER}
+    # across items (and across coordinators), the order may differ from the numbers' order
+    # (PostgreSQL draws them before commit); per item and per coordinator it may not
+    interleaved = (History().add(K.REGISTER, 0, who=B, epoch=3).add(K.REGISTER, 0, who=A, epoch=1)
+                   .add(K.ADD, 0, "w").add(K.ADD, 0, "v").add(K.LEASE, 1, "w", B, 3, 8, 9)
+                   .add(K.LEASE, 1, "v", B, 3, 7, 9))
+    assert interleaved.kinds() == set()
+    backwards = (History().add(K.REGISTER, 0, who=A, epoch=3).add(K.REGISTER, 0, who=A, epoch=2)
+                 .add(K.ADD, 0, "w").add(K.LEASE, 1, "w", A, 2, 8, 2).add(K.EXPIRE, 2, "w", A, 2, 8, 2)
+                 .add(K.LEASE, 2, "w", A, 2, 7, 9))
+    assert backwards.kinds() == {ViolationKind.EPOCH_ORDER, ViolationKind.TOKEN_ORDER}
     unknown = History().add(K.REGISTER, 0, who=A, epoch=1).add(K.LEASE, 1, "ghost", A, 1, 1, 9)
     assert ViolationKind.UNKNOWN_ITEM in unknown.kinds()
     stale_lease = (History().add(K.REGISTER, 0, who=A, epoch=1).add(K.REGISTER, 0, who=A, epoch=2)

@@ -8,7 +8,10 @@ each coordinator's current epoch, and reports every violation of:
   token; not ended by an expiry, release or void; before its expiry; its epoch still the
   coordinator's current one), and a lease is granted only on an item nobody holds, by a live
   epoch; a lease is taken over only after it expired;
-- **sequences**: epochs and lease tokens strictly increase over the whole campaign;
+- **sequences**: each coordinator's epochs strictly increase, each item's lease tokens strictly
+  increase, and no epoch or token is issued twice (the history is in store order, which on
+  PostgreSQL is the commit order per item and per coordinator, not across them, so tokens of
+  different items may appear out of order);
 - **conservation**, per coordinator and in sum: leases granted = committed + released + expired
   + voided + outstanding (held now, from the item rows), and the item rows agree with the
   replay (added = pending + leased + done; the done ones are the committed ones).
@@ -43,8 +46,8 @@ class ViolationKind(str, enum.Enum):
     EARLY_TAKEOVER = "early_takeover"  # a lease ended as expired before its expiry
     WRONG_END = "wrong_end"  # a renew/release/expire/void naming a lease that was not current
     UNKNOWN_ITEM = "unknown_item"  # an event on an item never added
-    EPOCH_ORDER = "epoch_order"  # an epoch not higher than every earlier one
-    TOKEN_ORDER = "token_order"  # a lease token not higher than every earlier one
+    EPOCH_ORDER = "epoch_order"  # an epoch not above the coordinator's earlier ones, or issued twice
+    TOKEN_ORDER = "token_order"  # a lease token not above the item's earlier ones, or issued twice
     CONSERVATION = "conservation"  # the counts do not add up
     STATE_MISMATCH = "state_mismatch"  # an item's row disagrees with the replayed history
 
@@ -121,6 +124,7 @@ class _Item:
     lease: _Key | None = None
     expires: float = 0.0
     commits: int = 0
+    last_token: int = 0
 
 
 _ENDS = {EventKind.RELEASE: "released", EventKind.EXPIRE: "expired", EventKind.VOID: "voided"}
@@ -135,7 +139,8 @@ def check(history: Iterable[HistoryEvent], items: Iterable[ItemRow] | None = Non
     epochs: dict[str, int] = {}  # coordinator -> current epoch
     counts: dict[str, Counter[str]] = {}
     refusals: Counter[str] = Counter()
-    last_epoch = last_token = 0
+    issued_epochs: set[int] = set()
+    issued_tokens: set[int] = set()
 
     def bad(kind: ViolationKind, event: HistoryEvent, detail: str) -> None:
         violations.append(Violation(kind, event.seq, f"{event.kind.value} {event.work_id or ''} "
@@ -144,9 +149,10 @@ def check(history: Iterable[HistoryEvent], items: Iterable[ItemRow] | None = Non
     for event in events:
         kind, key = event.kind, (event.coordinator, event.epoch, event.token)
         if kind is EventKind.REGISTER:
-            if event.epoch is None or event.epoch <= last_epoch:
-                bad(ViolationKind.EPOCH_ORDER, event, f"epoch not above {last_epoch}")
-            last_epoch = max(last_epoch, event.epoch or 0)
+            held = epochs.get(str(event.coordinator), 0)
+            if event.epoch is None or event.epoch <= held or event.epoch in issued_epochs:
+                bad(ViolationKind.EPOCH_ORDER, event, f"epoch not above {held}, or issued before")
+            issued_epochs.add(event.epoch or 0)
             epochs[str(event.coordinator)] = event.epoch or 0
             continue
         work_id = str(event.work_id)
@@ -166,9 +172,10 @@ def check(history: Iterable[HistoryEvent], items: Iterable[ItemRow] | None = Non
         live_epoch = epochs.get(str(event.coordinator)) == event.epoch
         if kind is EventKind.LEASE:
             tally["leased"] += 1
-            if event.token is None or event.token <= last_token:
-                bad(ViolationKind.TOKEN_ORDER, event, f"token not above {last_token}")
-            last_token = max(last_token, event.token or 0)
+            if event.token is None or event.token <= item.last_token or event.token in issued_tokens:
+                bad(ViolationKind.TOKEN_ORDER, event, f"token not above {item.last_token}, or issued before")
+            item.last_token = event.token or 0
+            issued_tokens.add(item.last_token)
             if item.lease is not None or item.commits:
                 bad(ViolationKind.LEASE_WHILE_HELD, event, f"held by {item.lease}, commits {item.commits}")
             if not live_epoch:

@@ -9,7 +9,7 @@ Implementations: `sqlite.SqliteStore` (one host, no server), `postgres.PostgresS
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from symfence.coordinator.shared.records import (
@@ -63,6 +63,11 @@ class CampaignStore(Protocol):
     def commit(self, lease: Lease, outcome: Outcome) -> CommitResult:
         """Apply `outcome` if `lease` is still the item's current lease (compare-and-set);
         otherwise refuse it with its reason and apply nothing."""
+        ...
+
+    def commit_batch(self, commits: Sequence[tuple[Lease, Outcome]]) -> tuple[CommitResult, ...]:
+        """Several commits in one transaction (a group commit), each fenced on its own: a refused
+        one applies nothing, the others apply all. Results in the order given."""
         ...
 
     def release(self, leases: Iterable[Lease]) -> int:

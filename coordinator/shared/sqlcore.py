@@ -14,7 +14,8 @@ transaction, so a lease of a dead epoch can never commit. Every change appends t
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from symfence.coordinator.shared.interface import StaleEpochError, StoreError, UnknownCoordinatorError
@@ -33,6 +34,7 @@ from symfence.coordinator.shared.records import (
     Outcome,
     RefuseReason,
     Registration,
+    SharedFinding,
     WorkItem,
 )
 
@@ -175,13 +177,18 @@ class SqlStore(abc.ABC):
     # --- membership -------------------------------------------------------------------------
 
     def register(self, coordinator: CoordinatorId) -> Registration:
+        """In this order, so that the history's order agrees with the order the transactions
+        took effect in (PostgreSQL's history numbers are drawn, not committed, in order): lock
+        the coordinator's row, draw the epoch, end its older leases (waiting for a commit under
+        one of them to finish first), and append the REGISTER last."""
+
         def body(cur: Cursor, now: float) -> Registration:
-            (epoch,) = self._next_values(cur, "epoch", 1)
             self._exec(cur, "INSERT INTO coordinators (id, epoch, registrations, registered_at) "
-                            "VALUES (%s, %s, 1, %s) ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch, "
-                            "registrations = coordinators.registrations + 1, "
-                            "registered_at = excluded.registered_at", (coordinator, epoch, now))
-            self._event(cur, now, EventKind.REGISTER, coordinator=coordinator, epoch=epoch)
+                            "VALUES (%s, 0, 0, %s) ON CONFLICT (id) DO UPDATE "
+                            "SET registrations = coordinators.registrations", (coordinator, now))
+            (epoch,) = self._next_values(cur, "epoch", 1)
+            self._exec(cur, "UPDATE coordinators SET epoch = %s, registrations = registrations + 1, "
+                            "registered_at = %s WHERE id = %s", (epoch, now, coordinator))
             voided = self._exec(cur, "SELECT position, work_id, epoch, token, expires FROM work "
                                      "WHERE state = 'leased' AND coordinator = %s AND epoch < %s "
                                      "ORDER BY position" + self.lock_wait, (coordinator, epoch)).fetchall()
@@ -189,6 +196,7 @@ class SqlStore(abc.ABC):
                 self._free(cur, position)
                 self._event(cur, now, EventKind.VOID, work_id, coordinator, old_epoch, token, expires,
                             "its coordinator registered again")
+            self._event(cur, now, EventKind.REGISTER, coordinator=coordinator, epoch=epoch)
             return Registration(coordinator, Epoch(epoch), len(voided))
 
         return self._transact(body)
@@ -305,42 +313,80 @@ class SqlStore(abc.ABC):
     # --- the commit -------------------------------------------------------------------------
 
     def commit(self, lease: Lease, outcome: Outcome) -> CommitResult:
-        def body(cur: Cursor, now: float) -> CommitResult:
-            if not self._holds(cur, lease, now, "state = 'done', status = %s", (outcome.status,)):
-                reason = self._refusal(cur, lease, now)
-                self._event(cur, now, EventKind.REFUSE, lease.work_id, lease.coordinator, lease.epoch,
-                            lease.token, lease.expires, reason.value)
-                return CommitResult(lease.work_id, reason)
-            self._event(cur, now, EventKind.COMMIT, lease.work_id, lease.coordinator, lease.epoch,
-                        lease.token, lease.expires, outcome.status)
-            added = self._add(cur, now, outcome.new_work)
-            new_findings = []
-            for finding in sorted(outcome.findings, key=lambda finding: finding.identity):
-                cur = self._exec(cur, "INSERT INTO findings (identity, kind, data, detail, coordinator, "
-                                      "work_id, at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                                      "ON CONFLICT (identity) DO NOTHING",
-                                 (finding.identity, finding.kind, finding.data, finding.detail,
-                                  lease.coordinator, lease.work_id, now))
-                if cur.rowcount == 1:
-                    new_findings.append(finding.identity)
-            new_edges = self._add_edges(cur, sorted(outcome.coverage), lease.coordinator)
-            for name, value in sorted(outcome.counters.items()):
-                self._exec(cur, "INSERT INTO counters (coordinator, name, value) VALUES (%s, %s, %s) "
-                                "ON CONFLICT (coordinator, name) DO UPDATE "
-                                "SET value = counters.value + excluded.value",
-                           (lease.coordinator, name, value))
-            return CommitResult(lease.work_id, None, added, tuple(new_findings), new_edges)
+        (result,) = self.commit_batch([(lease, outcome)])
+        return result
 
-        return self._transact(body)
+    def commit_batch(self, commits: Sequence[tuple[Lease, Outcome]]) -> tuple[CommitResult, ...]:
+        """Several commits in one transaction (a group commit): each is fenced on its own, and
+        what the accepted ones add is written after all the compare-and-sets, merged and in
+        sorted order (new work ids, crash identities, edges, counters), so that two batches
+        never wait for each other in a cycle. Results come back in the order given."""
+        batch = list(commits)
 
-    def _add_edges(self, cur: Cursor, edges: list[int], coordinator: str) -> int:
-        """Insert edges not yet in the union (sorted: one lock order); returns how many were new."""
-        new = 0
-        for edge in edges:
+        def body(cur: Cursor, now: float) -> tuple[CommitResult, ...]:
+            refused: dict[int, RefuseReason] = {}
+            for index in sorted(range(len(batch)), key=lambda index: batch[index][0].work_id):
+                lease, outcome = batch[index]
+                if self._holds(cur, lease, now, "state = 'done', status = %s", (outcome.status,)):
+                    self._event(cur, now, EventKind.COMMIT, lease.work_id, lease.coordinator, lease.epoch,
+                                lease.token, lease.expires, outcome.status)
+                else:
+                    refused[index] = reason = self._refusal(cur, lease, now)
+                    self._event(cur, now, EventKind.REFUSE, lease.work_id, lease.coordinator, lease.epoch,
+                                lease.token, lease.expires, reason.value)
+            accepted = {index: pair for index, pair in enumerate(batch) if index not in refused}
+            added, findings, edges = self._apply(cur, now, accepted)
+            return tuple(
+                CommitResult(lease.work_id, refused[index]) if index in refused else
+                CommitResult(lease.work_id, None, added[index], tuple(findings[index]), edges[index])
+                for index, (lease, _) in enumerate(batch)
+            )
+
+        return self._transact(body) if batch else ()
+
+    def _apply(self, cur: Cursor, now: float, accepted: Mapping[int, tuple[Lease, Outcome]]
+               ) -> tuple[Counter[int], defaultdict[int, list[str]], Counter[int]]:
+        """Write what the accepted commits add: new work ids, crash identities and edges each
+        once, in sorted order, and the counters summed per coordinator. Each new key is credited
+        to the first commit of the batch that carried it: (work added, new identities, new
+        edges), by the commit's index."""
+        work: dict[str, tuple[int, WorkItem]] = {}
+        findings: dict[str, tuple[int, Lease, SharedFinding]] = {}
+        edges: dict[int, tuple[int, Lease]] = {}
+        totals: Counter[tuple[str, str]] = Counter()
+        for index, (lease, outcome) in accepted.items():
+            for item in outcome.new_work:
+                work.setdefault(item.work_id, (index, item))
+            for finding in outcome.findings:
+                findings.setdefault(finding.identity, (index, lease, finding))
+            for edge in outcome.coverage:
+                edges.setdefault(edge, (index, lease))
+            for name, value in outcome.counters.items():
+                totals[(lease.coordinator, name)] += value
+        added: Counter[int] = Counter()
+        new_findings: defaultdict[int, list[str]] = defaultdict(list)
+        new_edges: Counter[int] = Counter()
+        for work_id in sorted(work):
+            index, item = work[work_id]
+            added[index] += self._add(cur, now, [item])
+        for identity in sorted(findings):
+            index, lease, finding = findings[identity]
+            cur = self._exec(cur, "INSERT INTO findings (identity, kind, data, detail, coordinator, work_id, at) "
+                                  "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (identity) DO NOTHING",
+                             (identity, finding.kind, finding.data, finding.detail, lease.coordinator,
+                              lease.work_id, now))
+            if cur.rowcount == 1:
+                new_findings[index].append(identity)
+        for edge in sorted(edges):
+            index, lease = edges[edge]
             cur = self._exec(cur, "INSERT INTO coverage (edge, coordinator) VALUES (%s, %s) "
-                                  "ON CONFLICT (edge) DO NOTHING", (edge, coordinator))
-            new += cur.rowcount
-        return new
+                                  "ON CONFLICT (edge) DO NOTHING", (edge, lease.coordinator))
+            new_edges[index] += cur.rowcount
+        for (coordinator, name), value in sorted(totals.items()):
+            self._exec(cur, "INSERT INTO counters (coordinator, name, value) VALUES (%s, %s, %s) "
+                            "ON CONFLICT (coordinator, name) DO UPDATE SET value = counters.value + excluded.value",
+                       (coordinator, name, value))
+        return added, new_findings, new_edges
 
     def _refusal(self, cur: Cursor, lease: Lease, now: float) -> RefuseReason:
         """Why the compare-and-set failed, read in the same transaction."""
