@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,15 +29,16 @@ BATCH = 3
 FROZEN_EDGE = 100_000  # the frozen coordinator marks its edges: a refused one must never show up
 
 
-def coordinator(where: str, name: str, results: str, freeze_point=None) -> None:
-    """One coordinator process: lease a batch, work each item, commit it, until nothing is left.
-    Before each item, leases near their expiry are renewed; one that cannot be is dropped (lost).
+def coordinator(where: str, name: str, results: str, group: bool, freeze_point=None) -> None:
+    """One coordinator process: lease a batch, work each item, commit it (or, with `group`, the
+    batch's worked items in one `commit_batch`), until nothing is left. Before each item, leases
+    near their expiry are renewed; one that cannot be is dropped (lost).
     With `freeze_point` (an Event), it sets it once, while working its first item, and keeps
     working that item for 0.3 s: the test freezes it then."""
     store = open_store(where)
     me = coordinator_id(name)
     epoch = store.register(me).epoch
-    tally: dict[str, object] = {"committed": 0, "refused": {}, "lost": 0, "refused_items": []}
+    tally: dict[str, Any] = {"committed": 0, "refused": {}, "lost": 0, "refused_items": []}
     while True:
         grant = store.lease(me, epoch, BATCH, TTL_S)
         if not grant.leases:
@@ -45,11 +47,11 @@ def coordinator(where: str, name: str, results: str, freeze_point=None) -> None:
                 break
             time.sleep(0.02)
             continue
-        held = list(grant.leases)
+        held, worked = list(grant.leases), []
         while held:
             if min(lease.expires for lease in held) - time.time() < TTL_S / 2:
                 renewed = {lease.work_id: lease for lease in store.renew(held, TTL_S)}
-                tally["lost"] = int(tally["lost"]) + len(held) - len(renewed)  # type: ignore[call-overload]
+                tally["lost"] += len(held) - len(renewed)
                 held = [renewed[lease.work_id] for lease in held if lease.work_id in renewed]
                 if not held:
                     break
@@ -58,18 +60,27 @@ def coordinator(where: str, name: str, results: str, freeze_point=None) -> None:
             if freeze_point is not None and not freeze_point.is_set():
                 freeze_point.set()
                 time.sleep(0.3)  # frozen here by the test (SIGSTOP), outside any transaction
-            index = int(lease.work_id[1:])
-            edge = index + (FROZEN_EDGE if freeze_point is not None else 0)
-            result = store.commit(lease, Outcome(coverage=frozenset({edge}), counters={"commits": 1}))
-            if result.committed:
-                tally["committed"] = int(tally["committed"]) + 1  # type: ignore[call-overload]
-            else:
-                refused = tally["refused"]
-                assert isinstance(refused, dict)
-                refused[result.reason.value] = refused.get(result.reason.value, 0) + 1  # type: ignore[union-attr]
-                tally["refused_items"].append(index)  # type: ignore[union-attr]
+            edge = int(lease.work_id[1:]) + (FROZEN_EDGE if freeze_point is not None else 0)
+            worked.append((lease, Outcome(coverage=frozenset({edge}), counters={"commits": 1})))
+            if not group:
+                _commit(store, worked, tally)
+                worked = []
+        _commit(store, worked, tally)
     store.close()
     Path(results).write_text(json.dumps(tally))
+
+
+def _commit(store, worked: list, tally: dict[str, Any]) -> None:
+    """Commit what was worked: one by one through `commit`, or a group through `commit_batch`."""
+    if not worked:
+        return
+    results = [store.commit(*worked[0])] if len(worked) == 1 else store.commit_batch(worked)
+    for (lease, _), result in zip(worked, results, strict=True):
+        if result.committed:
+            tally["committed"] += 1
+        else:
+            tally["refused"][result.reason.value] = tally["refused"].get(result.reason.value, 0) + 1
+            tally["refused_items"].append(int(lease.work_id[1:]))
 
 
 def _where(kind: str, tmp_path: Path) -> str:
@@ -89,8 +100,9 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.005)
 
 
+@pytest.mark.parametrize("group", [False, True], ids=["one_by_one", "group_commit"])
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_killed_and_frozen_coordinators_lose_their_items_and_nothing_commits_twice(kind, tmp_path) -> None:
+def test_killed_and_frozen_coordinators_lose_their_items_and_nothing_commits_twice(kind, group, tmp_path) -> None:
     where = _where(kind, tmp_path)
     setup = open_store(where)
     setup.add_work([WorkItem(f"w{i:03d}", b"x") for i in range(ITEMS)])
@@ -101,7 +113,7 @@ def test_killed_and_frozen_coordinators_lose_their_items_and_nothing_commits_twi
     names = ("killed", "frozen", "steady")
     procs = {
         name: ctx.Process(target=coordinator, name=name,
-                          args=(where, name, str(tmp_path / f"{name}.json"),
+                          args=(where, name, str(tmp_path / f"{name}.json"), group,
                                 freeze if name == "frozen" else None))
         for name in names
     }

@@ -33,7 +33,10 @@ class PostgresStore(SqlStore):
     lock_wait = " FOR UPDATE"
 
     def __init__(self, dsn: str, *, clock: Callable[[], float] | None = None,
-                 idle_in_transaction_s: float = 5.0, connect_timeout_s: float = 10.0) -> None:
+                 idle_in_transaction_s: float = 5.0, connect_timeout_s: float = 10.0,
+                 synchronous_commit: bool = True) -> None:
+        """`synchronous_commit` False: a commit returns before its WAL is flushed (a server crash
+        may lose the last ones; the data stays consistent), like SQLite's synchronous NORMAL."""
         super().__init__(clock)
         try:
             import psycopg
@@ -43,6 +46,8 @@ class PostgresStore(SqlStore):
         try:
             self._conn = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout_s))
             self._conn.execute(f"SET idle_in_transaction_session_timeout = {int(idle_in_transaction_s * 1000)}")
+            if not synchronous_commit:
+                self._conn.execute("SET synchronous_commit = off")
             self._transact(self._create_all)
         except psycopg.Error as exc:
             raise StoreError(f"campaign store {dsn!r}: {str(exc).strip().splitlines()[0]}") from exc

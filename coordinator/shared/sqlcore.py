@@ -132,6 +132,7 @@ class SqlStore(abc.ABC):
 
     def __init__(self, clock: Callable[[], float] | None) -> None:
         self._clock = clock
+        self._events: list[tuple] = []  # the history rows of the transaction under way
 
     def _create(self, cur: Cursor, now: float, spellings: Mapping[str, str]) -> None:
         """Create the tables if missing (in the caller's transaction) and check the schema version."""
@@ -172,7 +173,21 @@ class SqlStore(abc.ABC):
     def _event(self, cur: Cursor, now: float, kind: EventKind, work_id: str | None = None,
                coordinator: str | None = None, epoch: int | None = None, token: int | None = None,
                expires: float | None = None, reason: str = "") -> None:
-        self._exec(cur, _HISTORY, (now, kind.value, work_id, coordinator, epoch, token, expires, reason))
+        """Append a history row: kept until the transaction's end, then written at once (`_write`)."""
+        self._events.append((now, kind.value, work_id, coordinator, epoch, token, expires, reason))
+
+    def _write(self, body: Callable[[Cursor, float], T]) -> T:
+        """Run `body` in one write transaction and append the history rows it made, in order,
+        with one statement at its end (still under every lock the transaction took)."""
+
+        def logged(cur: Cursor, now: float) -> T:
+            self._events = []
+            result = body(cur, now)
+            if self._events:
+                cur.executemany(self._sql(_HISTORY), self._events)
+            return result
+
+        return self._transact(logged)
 
     # --- membership -------------------------------------------------------------------------
 
@@ -199,7 +214,7 @@ class SqlStore(abc.ABC):
             self._event(cur, now, EventKind.REGISTER, coordinator=coordinator, epoch=epoch)
             return Registration(coordinator, Epoch(epoch), len(voided))
 
-        return self._transact(body)
+        return self._write(body)
 
     def _member_epoch(self, cur: Cursor, coordinator: str) -> int:
         row = self._exec(cur, "SELECT epoch FROM coordinators WHERE id = %s" + self.lock_member,
@@ -216,7 +231,7 @@ class SqlStore(abc.ABC):
         def body(cur: Cursor, now: float) -> int:
             return self._add(cur, now, batch)
 
-        return self._transact(body) if batch else 0
+        return self._write(body) if batch else 0
 
     def _add(self, cur: Cursor, now: float, items: Iterable[WorkItem]) -> int:
         added = 0
@@ -256,7 +271,7 @@ class SqlStore(abc.ABC):
                 leases.append(Lease(work_id, coordinator, epoch, LeaseToken(token), expires, bytes(payload)))
             return LeaseGrant(tuple(leases), len(expired))
 
-        return self._transact(body)
+        return self._write(body)
 
     def _holds(self, cur: Cursor, lease: Lease, now: float, assignments: str, values: tuple) -> bool:
         """The compare-and-set: change the item's row only if `lease` is its current, unexpired lease."""
@@ -280,7 +295,7 @@ class SqlStore(abc.ABC):
                                          expires, lease.payload))
             return tuple(renewed)
 
-        return self._transact(body) if batch else ()
+        return self._write(body) if batch else ()
 
     def release(self, leases: Iterable[Lease]) -> int:
         batch = sorted(leases, key=lambda lease: lease.work_id)
@@ -295,7 +310,7 @@ class SqlStore(abc.ABC):
                                 lease.epoch, lease.token, lease.expires)
             return released
 
-        return self._transact(body) if batch else 0
+        return self._write(body) if batch else 0
 
     def expire(self) -> int:
         def body(cur: Cursor, now: float) -> int:
@@ -308,7 +323,7 @@ class SqlStore(abc.ABC):
                             "reclaimed")
             return len(rows)
 
-        return self._transact(body)
+        return self._write(body)
 
     # --- the commit -------------------------------------------------------------------------
 
@@ -342,7 +357,7 @@ class SqlStore(abc.ABC):
                 for index, (lease, _) in enumerate(batch)
             )
 
-        return self._transact(body) if batch else ()
+        return self._write(body) if batch else ()
 
     def _apply(self, cur: Cursor, now: float, accepted: Mapping[int, tuple[Lease, Outcome]]
                ) -> tuple[Counter[int], defaultdict[int, list[str]], Counter[int]]:
