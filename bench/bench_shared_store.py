@@ -3,7 +3,8 @@
 Each process registers, then leases batches of work items and commits them with a small outcome
 each (one coverage edge, one counter), until the store has nothing left: one transaction per
 commit ("one by one", a lease of 1 at a time), or a lease of `--batch` items committed in one
-transaction (`commit_batch`, "group", as the journal's group commit does). The figure is items / WALL time from the first process's start to
+transaction (`commit_batch`, "group", as the journal's group commit does). The figure is items /
+WALL time from the first process's start to
 the last one's exit (start-up, connection, registration and exit included), side by side for
 every store in one run: SQLite with synchronous NORMAL (a commit survives a process kill) and
 FULL (a power loss), PostgreSQL 15 with synchronous_commit off (a client kill; a server crash
@@ -30,13 +31,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import save  # noqa: E402
-from symfence.coordinator.shared import open_store  # noqa: E402
 from symfence.coordinator.shared.checker import check  # noqa: E402
 from symfence.coordinator.shared.postgres import PostgresStore  # noqa: E402
 from symfence.coordinator.shared.records import ItemState, Outcome, WorkItem, coordinator_id  # noqa: E402
 from symfence.coordinator.shared.sqlite import SqliteStore  # noqa: E402
 from tests.pg_support import PgUnavailable, start_server  # noqa: E402
-
 
 STORES = {  # name: (how to open it, what a commit survives)
     "sqlite-normal": (lambda where: SqliteStore(where, synchronous="NORMAL"), "a process kill"),
@@ -83,7 +82,8 @@ def run_row(kind: str, where: str, procs: int, items: int, batch: int, group: bo
     setup.add_work(WorkItem(f"w{i:06d}", b"x" * 64) for i in range(items))
     setup.close()
     ctx = multiprocessing.get_context("fork")
-    workers = [ctx.Process(target=_coordinator, args=(kind, where, f"c{n}", batch, group)) for n in range(procs)]
+    workers = [ctx.Process(target=_coordinator, args=(kind, where, f"c{n}", batch, group))
+               for n in range(procs)]
     started = time.perf_counter()
     for worker in workers:
         worker.start()

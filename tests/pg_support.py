@@ -98,13 +98,15 @@ def start_server(*, durable: bool = False) -> PgServer:
     if init.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise PgUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
-    options = f"-c listen_addresses='' -c unix_socket_directories='{folder}' -p {server.port} -c max_connections=50"
+    options = (f"-c listen_addresses='' -c unix_socket_directories='{folder}' -p {server.port} "
+               "-c max_connections=50")
     if not durable:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     start = server._run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l",
                         str(folder / "server.log"), "-w", "-t", "30", "start")
     if start.returncode != 0:
-        log = (folder / "server.log").read_text(errors="replace")[-300:] if (folder / "server.log").exists() else ""
+        log_file = folder / "server.log"
+        log = log_file.read_text(errors="replace")[-300:] if log_file.exists() else ""
         server.stop()
         raise PgUnavailable(f"pg_ctl start failed: {start.stderr.strip()[-300:]} {log}")
     return server

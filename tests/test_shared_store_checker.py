@@ -106,11 +106,13 @@ def test_a_commit_under_a_dead_epoch_fails() -> None:
 
 
 def test_early_takeover_and_order_and_unknown_items_fail() -> None:
-    early = (History().add(K.REGISTER, 0, who=A, epoch=1).add(K.REGISTER, 0, who=B, epoch=2).add(K.ADD, 0, "w")
+    early = (History().add(K.REGISTER, 0, who=A, epoch=1).add(K.REGISTER, 0, who=B, epoch=2)
+             .add(K.ADD, 0, "w")
              .add(K.LEASE, 1, "w", A, 1, 1, 5.0).add(K.EXPIRE, 4.0, "w", A, 1, 1, 5.0)
              .add(K.LEASE, 4.0, "w", B, 2, 2, 6.0))
     assert early.kinds() == {ViolationKind.EARLY_TAKEOVER}
-    order = (History().add(K.REGISTER, 0, who=A, epoch=2).add(K.REGISTER, 0, who=B, epoch=2).add(K.ADD, 0, "w")
+    order = (History().add(K.REGISTER, 0, who=A, epoch=2).add(K.REGISTER, 0, who=B, epoch=2)
+             .add(K.ADD, 0, "w")
              .add(K.ADD, 0, "v").add(K.LEASE, 1, "w", B, 2, 5, 9).add(K.LEASE, 1, "v", B, 2, 5, 9))
     assert order.kinds() == {ViolationKind.EPOCH_ORDER, ViolationKind.TOKEN_ORDER}
     # across items (and across coordinators), the order may differ from the numbers' order

@@ -149,9 +149,9 @@ def check(history: Iterable[HistoryEvent], items: Iterable[ItemRow] | None = Non
     for event in events:
         kind, key = event.kind, (event.coordinator, event.epoch, event.token)
         if kind is EventKind.REGISTER:
-            held = epochs.get(str(event.coordinator), 0)
-            if event.epoch is None or event.epoch <= held or event.epoch in issued_epochs:
-                bad(ViolationKind.EPOCH_ORDER, event, f"epoch not above {held}, or issued before")
+            previous = epochs.get(str(event.coordinator), 0)
+            if event.epoch is None or event.epoch <= previous or event.epoch in issued_epochs:
+                bad(ViolationKind.EPOCH_ORDER, event, f"epoch not above {previous}, or issued before")
             issued_epochs.add(event.epoch or 0)
             epochs[str(event.coordinator)] = event.epoch or 0
             continue
@@ -204,8 +204,7 @@ def check(history: Iterable[HistoryEvent], items: Iterable[ItemRow] | None = Non
             if current:
                 item.lease = None
 
-    replay_held: Counter[str] = Counter(str(item.lease[0]) for item in state.values() if item.lease is not None)
-    held = replay_held
+    held: Counter[str] = Counter(str(item.lease[0]) for item in state.values() if item.lease is not None)
     if items is not None:
         rows = {row.work_id: row for row in items}
         held = Counter(str(row.coordinator) for row in rows.values() if row.state is ItemState.LEASED)

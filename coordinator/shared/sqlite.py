@@ -28,7 +28,8 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: str | Path, *, clock: Callable[[], float] | None = None,
                  synchronous: str = "NORMAL") -> None:
-        super().__init__(clock or time.time)
+        super().__init__(clock)
+        self._wall = clock or time.time
         self.path = Path(path)
         self._placeholders: dict[str, str] = {}
         try:
@@ -57,7 +58,7 @@ class SqliteStore(SqlStore):
         cur = self._conn.cursor()
         cur.execute("BEGIN IMMEDIATE")  # the write lock first: `now` is read while holding it
         try:
-            result = body(cur, self._clock())
+            result = body(cur, self._wall())
         except BaseException:
             cur.execute("ROLLBACK")
             raise
@@ -68,7 +69,7 @@ class SqliteStore(SqlStore):
         cur = self._conn.cursor()
         cur.execute("BEGIN")
         try:
-            return body(cur, self._clock())
+            return body(cur, self._wall())
         finally:
             cur.execute("COMMIT")
 
