@@ -311,3 +311,46 @@ def test_coordinator_ids_are_checked() -> None:
     for bad in ("", "-x", "a b", "x" * 65, "a/b"):
         with pytest.raises(ValueError):
             coordinator_id(bad)
+
+
+def test_sqlite_a_writer_stuck_behind_a_held_lock_gets_one_clear_error(tmp_path) -> None:
+    """A process frozen inside a transaction keeps SQLite's write lock: the others wait for it up
+    to their busy timeout, then get a StoreError (not a hang, not a raw sqlite3 error)."""
+    import sqlite3
+    import time
+
+    from symfence.coordinator.shared.interface import StoreError
+    from symfence.coordinator.shared.sqlite import SqliteStore
+
+    path = tmp_path / "campaign.sqlite"
+    store = SqliteStore(path, busy_timeout_s=0.2)
+    frozen = sqlite3.connect(path, isolation_level=None)
+    frozen.execute("BEGIN IMMEDIATE")  # as a coordinator SIGSTOPped mid-transaction holds it
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="locked"):
+        store.register(A)
+    assert time.monotonic() - started < 5
+    frozen.execute("ROLLBACK")
+    assert store.register(A).epoch == 1  # and works again once the lock is free
+    store.close()
+
+
+def test_postgres_a_session_ended_by_the_server_is_one_clear_error() -> None:
+    import psycopg
+
+    from symfence.coordinator.shared.interface import StoreError
+
+    try:
+        dsn = fresh_dsn()
+    except PgUnavailable as exc:
+        pytest.skip(f"PostgreSQL store not tested: {exc}")
+    store = open_store(dsn)
+    store.register(A)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+                      "AND query NOT LIKE '%%pg_terminate_backend%%'")
+    with pytest.raises(StoreError) as caught:
+        store.add_work(items(1))
+    assert "\n" not in str(caught.value)
+    store.close()

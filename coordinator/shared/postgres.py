@@ -43,6 +43,8 @@ class PostgresStore(SqlStore):
         except ImportError as exc:
             raise StoreError("the PostgreSQL store needs psycopg: pip install 'symfence[postgres]'") from exc
         self._errors = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+        self._failure = psycopg.Error
+        self._dsn = dsn
         try:
             self._conn = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout_s))
             self._conn.execute(f"SET idle_in_transaction_session_timeout = {int(idle_in_transaction_s * 1000)}")
@@ -68,18 +70,26 @@ class PostgresStore(SqlStore):
         return float(now)
 
     def _transact(self, body: Callable[[Cursor, float], T]) -> T:
-        for attempt in range(RETRIES):
+        for _ in range(RETRIES):
             try:
                 with self._conn.transaction(), self._conn.cursor() as cur:
                     return body(cur, self._now(cur))
-            except self._errors:
-                if attempt == RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+            except self._errors as exc:  # rolled back whole: run it again
+                last = exc
+            except self._failure as exc:  # the server gone, our session ended, ...
+                raise self._error(exc) from exc
+        raise self._error(last, f"gave up after {RETRIES} runs: ")
 
     def _read(self, body: Callable[[Cursor, float], T]) -> T:
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            return body(cur, self._now(cur))
+        try:
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                return body(cur, self._now(cur))
+        except self._failure as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: Exception, prefix: str = "") -> StoreError:
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        return StoreError(f"campaign store {self._dsn!r}: {prefix}{lines[0]}")
 
     def _next_values(self, cur: Cursor, sequence: str, count: int) -> list[int]:
         if count == 0:

@@ -20,20 +20,20 @@ from symfence.coordinator.shared.interface import StoreError
 from symfence.coordinator.shared.sqlcore import Cursor, SqlStore, T
 
 SPELLINGS = {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "blob": "BLOB", "real": "REAL", "int": "INTEGER"}
-BUSY_TIMEOUT_S = 30.0  # how long a writer waits for the write lock before the store gives up
+BUSY_TIMEOUT_S = 30.0  # how long a writer waits for the write lock before the store gives up (default)
 
 
 class SqliteStore(SqlStore):
     """The campaign store in one SQLite file (created if missing)."""
 
     def __init__(self, path: str | Path, *, clock: Callable[[], float] | None = None,
-                 synchronous: str = "NORMAL") -> None:
+                 synchronous: str = "NORMAL", busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         super().__init__(clock)
         self._wall = clock or time.time
         self.path = Path(path)
         self._placeholders: dict[str, str] = {}
         try:
-            self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("CREATE TABLE IF NOT EXISTS sequences (name TEXT PRIMARY KEY, "
@@ -56,13 +56,17 @@ class SqliteStore(SqlStore):
 
     def _transact(self, body: Callable[[Cursor, float], T]) -> T:
         cur = self._conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")  # the write lock first: `now` is read while holding it
         try:
-            result = body(cur, self._wall())
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        cur.execute("COMMIT")
+            cur.execute("BEGIN IMMEDIATE")  # the write lock first: `now` is read while holding it
+            try:
+                result = body(cur, self._wall())
+            except BaseException:
+                if self._conn.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+        except sqlite3.Error as exc:  # e.g. the write lock not free within BUSY_TIMEOUT_S
+            raise StoreError(f"campaign store {self.path}: {exc}") from exc
         return result
 
     def _read(self, body: Callable[[Cursor, float], T]) -> T:
