@@ -10,8 +10,9 @@ every store in one run: SQLite with synchronous NORMAL (a commit survives a proc
 FULL (a power loss), PostgreSQL 15 with synchronous_commit off (a client kill; a server crash
 may lose the last commits) and with its defaults (a power loss); a throw-away server from
 tests/pg_support.py with fsync on, on a unix socket of this host. The checker runs over every
-row's history afterwards (not timed). This is the store's share of a commit only: no MPI, no
-coordinator loop, no task.
+row's history afterwards (not timed). "client CPU" is the coordinator processes' own CPU time
+(user + system, start-up included) per commit: what the store adds to a coordinator's cost per
+result. This is the store's share of a commit only: no MPI, no coordinator loop, no task.
 
     .venv/bin/python -m bench.bench_shared_store [--items 600] [--group-items 4000] [--procs 1,2,4]
         [--batch 32] [--stores sqlite-normal,sqlite-full,postgres-async,postgres]
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -49,7 +51,7 @@ def _open(kind: str, where: str):
     return STORES[kind][0](where)
 
 
-def _coordinator(kind: str, where: str, name: str, batch: int, group: bool) -> None:
+def _coordinator(kind: str, where: str, name: str, batch: int, group: bool, cpu_file: str) -> None:
     store = _open(kind, where)
     me = coordinator_id(name)
     epoch = store.register(me).epoch
@@ -71,6 +73,8 @@ def _coordinator(kind: str, where: str, name: str, batch: int, group: bool) -> N
         if refused:
             raise SystemExit(f"{name}: commits refused ({refused}) in a run without faults")
     store.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    Path(cpu_file).write_text(str(usage.ru_utime + usage.ru_stime))
 
 
 def _uptime() -> str:
@@ -82,7 +86,9 @@ def run_row(kind: str, where: str, procs: int, items: int, batch: int, group: bo
     setup.add_work(WorkItem(f"w{i:06d}", b"x" * 64) for i in range(items))
     setup.close()
     ctx = multiprocessing.get_context("fork")
-    workers = [ctx.Process(target=_coordinator, args=(kind, where, f"c{n}", batch, group))
+    cpu_files = [os.path.join(tempfile.gettempdir(), f"bench-shared-{os.getpid()}-{n}.cpu")
+                 for n in range(procs)]
+    workers = [ctx.Process(target=_coordinator, args=(kind, where, f"c{n}", batch, group, cpu_files[n]))
                for n in range(procs)]
     started = time.perf_counter()
     for worker in workers:
@@ -92,6 +98,9 @@ def run_row(kind: str, where: str, procs: int, items: int, batch: int, group: bo
     wall = time.perf_counter() - started
     if any(worker.exitcode != 0 for worker in workers):
         raise SystemExit(f"{kind} x{procs}: a coordinator process failed")
+    cpu_s = sum(float(Path(name).read_text()) for name in cpu_files)
+    for name in cpu_files:
+        os.unlink(name)
     store = _open(kind, where)
     report = check(store.history(), store.items())
     shares = sorted(row.committed for row in store.status())
@@ -100,7 +109,8 @@ def run_row(kind: str, where: str, procs: int, items: int, batch: int, group: bo
         raise SystemExit(f"{kind} x{procs}: the checker failed:\n" + "\n".join(report.lines()))
     return {"store": kind, "commit": f"group of {batch}" if group else "one by one", "procs": procs,
             "items": items, "survives": STORES[kind][1], "wall_s": round(wall, 3),
-            "commits_per_s": round(items / wall), "per_process": shares, "checker": "ok"}
+            "commits_per_s": round(items / wall), "client_cpu_us": round(cpu_s / items * 1e6),
+            "per_process": shares, "checker": "ok"}
 
 
 def main() -> None:
@@ -152,10 +162,11 @@ def main() -> None:
     table_rows = [[row["store"], row["survives"], row["commit"], row["procs"], row["items"], row["wall_s"],
                    row["commits_per_s"],
                    f"{row['commits_per_s'] / one[(row['store'], row['commit'])]:.2f}x"
-                   if (row["store"], row["commit"]) in one else "",
+                   if (row["store"], row["commit"]) in one else "", row["client_cpu_us"],
                    " / ".join(map(str, row["per_process"])), row["checker"]] for row in rows]
     text = save("shared_store", ["store", "a commit survives", "commits", "processes", "items", "wall s",
-                                 "commits/s", "vs 1 process", "commits per process", "checker"], table_rows,
+                                 "commits/s", "vs 1 process", "client CPU us/commit", "commits per process",
+                                 "checker"], table_rows,
                 {"load_before": load_before, "load_after": load_after, "batch": args.batch,
                  "skipped": skipped, "rows_raw": rows})
     print(text)
