@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument("--procs", default="1,2,4")
     parser.add_argument("--batch", type=int, default=32, help="leases per lease call = commits per group")
     parser.add_argument("--stores", default=",".join(STORES))
+    parser.add_argument("--modes", default="one,group", help="one (commits one by one), group, or both")
     args = parser.parse_args()
     procs = [int(n) for n in args.procs.split(",")]
     kinds = args.stores.split(",")
@@ -137,7 +138,8 @@ def main() -> None:
     rows: list[dict] = []
     try:
         with tempfile.TemporaryDirectory(prefix="bench-shared-") as tmp:
-            cases = [(group, n, kind) for group in (False, True) for n in procs for kind in kinds]
+            modes = [mode == "group" for mode in args.modes.split(",")]
+            cases = [(group, n, kind) for group in modes for n in procs for kind in kinds]
             for number, (group, n, kind) in enumerate(cases):  # interleaved: every store at n, then n+1
                 if kind.startswith("postgres"):
                     assert server is not None
@@ -164,7 +166,7 @@ def main() -> None:
                    f"{row['commits_per_s'] / one[(row['store'], row['commit'])]:.2f}x"
                    if (row["store"], row["commit"]) in one else "", row["client_cpu_us"],
                    " / ".join(map(str, row["per_process"])), row["checker"]] for row in rows]
-    text = save("shared_store", ["store", "a commit survives", "commits", "processes", "items", "wall s",
+    text = save(f"shared_store_b{args.batch}", ["store", "a commit survives", "commits", "processes", "items", "wall s",
                                  "commits/s", "vs 1 process", "client CPU us/commit", "commits per process",
                                  "checker"], table_rows,
                 {"load_before": load_before, "load_after": load_after, "batch": args.batch,
