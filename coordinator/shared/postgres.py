@@ -91,6 +91,18 @@ class PostgresStore(SqlStore):
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         return StoreError(f"campaign store {self._dsn!r}: {prefix}{lines[0]}")
 
+    def _each(self, cur: Cursor, text: str, rows: list[tuple]) -> list[bool]:
+        """All the statements in one round trip (psycopg's pipelined executemany), their results
+        read back in order."""
+        if not rows:
+            return []
+        cur.executemany(text, rows, returning=True)
+        returned = []
+        while True:
+            returned.append(cur.fetchone() is not None)
+            if not cur.nextset():
+                return returned
+
     def _next_values(self, cur: Cursor, sequence: str, count: int) -> list[int]:
         if count == 0:
             return []

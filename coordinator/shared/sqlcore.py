@@ -161,10 +161,17 @@ class SqlStore(abc.ABC):
     def _sql(self, text: str) -> str:
         """`text` in this database's placeholder style."""
 
-    def _free(self, cur: Cursor, position: int) -> None:
-        """Make the item at `position` pending (its lease ended: voided, expired)."""
-        self._exec(cur, "UPDATE work SET state = 'pending', coordinator = NULL, epoch = NULL, token = NULL, "
-                        "expires = NULL WHERE position = %s", (position,))
+    def _free(self, cur: Cursor, positions: list[tuple[int]]) -> None:
+        """Make the items at `positions` pending (their leases ended: voided, expired)."""
+        if positions:
+            cur.executemany(self._sql("UPDATE work SET state = 'pending', coordinator = NULL, epoch = NULL, "
+                                      "token = NULL, expires = NULL WHERE position = %s"), positions)
+
+    def _each(self, cur: Cursor, text: str, rows: list[tuple]) -> list[bool]:
+        """Run the statement `text` (it ends in RETURNING) once per parameter row, in order; say
+        for each whether it returned a row. (PostgreSQL sends them all at once.)"""
+        sql = self._sql(text)
+        return [cur.execute(sql, row).fetchone() is not None for row in rows]
 
     def _exec(self, cur: Cursor, text: str, params: tuple = ()) -> Cursor:
         cur.execute(self._sql(text), params)
@@ -207,8 +214,8 @@ class SqlStore(abc.ABC):
             voided = self._exec(cur, "SELECT position, work_id, epoch, token, expires FROM work "
                                      "WHERE state = 'leased' AND coordinator = %s AND epoch < %s "
                                      "ORDER BY position" + self.lock_wait, (coordinator, epoch)).fetchall()
-            for position, work_id, old_epoch, token, expires in voided:
-                self._free(cur, position)
+            self._free(cur, [(position,) for position, *_ in voided])
+            for _, work_id, old_epoch, token, expires in voided:
                 self._event(cur, now, EventKind.VOID, work_id, coordinator, old_epoch, token, expires,
                             "its coordinator registered again")
             self._event(cur, now, EventKind.REGISTER, coordinator=coordinator, epoch=epoch)
@@ -229,19 +236,20 @@ class SqlStore(abc.ABC):
         batch = list(items)
 
         def body(cur: Cursor, now: float) -> int:
-            return self._add(cur, now, batch)
+            return sum(self._add(cur, now, batch))
 
         return self._write(body) if batch else 0
 
-    def _add(self, cur: Cursor, now: float, items: Iterable[WorkItem]) -> int:
-        added = 0
-        for item in sorted(items, key=lambda item: item.work_id):  # one lock order for all writers
-            cur = self._exec(cur, "INSERT INTO work (work_id, payload, state) VALUES (%s, %s, 'pending') "
-                                  "ON CONFLICT (work_id) DO NOTHING", (item.work_id, item.payload))
-            if cur.rowcount == 1:
-                added += 1
+    def _add(self, cur: Cursor, now: float, items: Iterable[WorkItem]) -> list[bool]:
+        """Insert the items (sorted: one lock order for all writers); which of them were new."""
+        batch = sorted(items, key=lambda item: item.work_id)
+        new = self._each(cur, "INSERT INTO work (work_id, payload, state) VALUES (%s, %s, 'pending') "
+                              "ON CONFLICT (work_id) DO NOTHING RETURNING position",
+                         [(item.work_id, item.payload) for item in batch])
+        for item, added in zip(batch, new, strict=True):
+            if added:
                 self._event(cur, now, EventKind.ADD, item.work_id)
-        return added
+        return new
 
     def lease(self, coordinator: CoordinatorId, epoch: Epoch, count: int, ttl_s: float) -> LeaseGrant:
         if count <= 0 or ttl_s <= 0:
@@ -260,26 +268,31 @@ class SqlStore(abc.ABC):
                                  (count - len(expired),)).fetchall() if len(expired) < count else []
             tokens = self._next_values(cur, "lease_token", len(expired) + len(pending))
             expires = now + ttl_s
+            chosen = list(zip(expired + pending, tokens, strict=True))
+            if chosen:
+                cur.executemany(self._sql("UPDATE work SET state = 'leased', coordinator = %s, epoch = %s, "
+                                          "token = %s, expires = %s WHERE position = %s"),
+                                [(coordinator, epoch, token, expires, row[0]) for row, token in chosen])
             leases = []
-            for (position, work_id, payload, *old), token in zip(expired + pending, tokens, strict=True):
+            for (_, work_id, payload, *old), token in chosen:
                 if old:
                     self._event(cur, now, EventKind.EXPIRE, work_id, old[0], old[1], old[2], old[3],
                                 f"taken over by {coordinator}")
-                self._exec(cur, "UPDATE work SET state = 'leased', coordinator = %s, epoch = %s, token = %s, "
-                                "expires = %s WHERE position = %s", (coordinator, epoch, token, expires, position))
                 self._event(cur, now, EventKind.LEASE, work_id, coordinator, epoch, token, expires)
                 leases.append(Lease(work_id, coordinator, epoch, LeaseToken(token), expires, bytes(payload)))
             return LeaseGrant(tuple(leases), len(expired))
 
         return self._write(body)
 
-    def _holds(self, cur: Cursor, lease: Lease, now: float, assignments: str, values: tuple) -> bool:
-        """The compare-and-set: change the item's row only if `lease` is its current, unexpired lease."""
-        row = self._exec(cur, f"UPDATE work SET {assignments} WHERE work_id = %s AND state = 'leased' "
-                              "AND coordinator = %s AND epoch = %s AND token = %s AND expires > %s "
-                              "RETURNING work_id",
-                         (*values, lease.work_id, lease.coordinator, lease.epoch, lease.token, now)).fetchone()
-        return row is not None
+    def _holds(self, cur: Cursor, leases: list[Lease], now: float, assignments: str,
+               values: list[tuple]) -> list[bool]:
+        """The compare-and-set, once per lease: change the item's row (`assignments`, with that
+        lease's `values`) only if the lease is its current, unexpired one. Which of them held."""
+        return self._each(cur, f"UPDATE work SET {assignments} WHERE work_id = %s AND state = 'leased' "
+                               "AND coordinator = %s AND epoch = %s AND token = %s AND expires > %s "
+                               "RETURNING work_id",
+                          [(*value, lease.work_id, lease.coordinator, lease.epoch, lease.token, now)
+                           for lease, value in zip(leases, values, strict=True)])
 
     def renew(self, leases: Iterable[Lease], ttl_s: float) -> tuple[Lease, ...]:
         batch = sorted(leases, key=lambda lease: lease.work_id)
@@ -287,8 +300,9 @@ class SqlStore(abc.ABC):
         def body(cur: Cursor, now: float) -> tuple[Lease, ...]:
             expires = now + ttl_s
             renewed = []
-            for lease in batch:
-                if self._holds(cur, lease, now, "expires = %s", (expires,)):
+            for lease, held in zip(batch, self._holds(cur, batch, now, "expires = %s", [(expires,)] * len(batch)),
+                                   strict=True):
+                if held:
                     self._event(cur, now, EventKind.RENEW, lease.work_id, lease.coordinator, lease.epoch,
                                 lease.token, expires)
                     renewed.append(Lease(lease.work_id, lease.coordinator, lease.epoch, lease.token,
@@ -302,9 +316,10 @@ class SqlStore(abc.ABC):
 
         def body(cur: Cursor, now: float) -> int:
             released = 0
-            for lease in batch:
-                if self._holds(cur, lease, now, "state = 'pending', coordinator = NULL, epoch = NULL, "
-                                                "token = NULL, expires = NULL", ()):
+            held = self._holds(cur, batch, now, "state = 'pending', coordinator = NULL, epoch = NULL, "
+                                                "token = NULL, expires = NULL", [()] * len(batch))
+            for lease, ended in zip(batch, held, strict=True):
+                if ended:
                     released += 1
                     self._event(cur, now, EventKind.RELEASE, lease.work_id, lease.coordinator,
                                 lease.epoch, lease.token, lease.expires)
@@ -317,8 +332,8 @@ class SqlStore(abc.ABC):
             rows = self._exec(cur, "SELECT position, work_id, coordinator, epoch, token, expires FROM work "
                                    "WHERE state = 'leased' AND expires <= %s ORDER BY position" + self.lock_rows,
                               (now,)).fetchall()
-            for position, work_id, coordinator, epoch, token, expires in rows:
-                self._free(cur, position)
+            self._free(cur, [(position,) for position, *_ in rows])
+            for _, work_id, coordinator, epoch, token, expires in rows:
                 self._event(cur, now, EventKind.EXPIRE, work_id, coordinator, epoch, token, expires,
                             "reclaimed")
             return len(rows)
@@ -340,9 +355,14 @@ class SqlStore(abc.ABC):
 
         def body(cur: Cursor, now: float) -> tuple[CommitResult, ...]:
             refused: dict[int, RefuseReason] = {}
-            for index in sorted(range(len(batch)), key=lambda index: batch[index][0].work_id):
+            # in work id order; the statements run one after the other, so a lease given twice
+            # holds for its first commit only
+            order = sorted(range(len(batch)), key=lambda index: batch[index][0].work_id)
+            held = self._holds(cur, [batch[index][0] for index in order], now, "state = 'done', status = %s",
+                               [(batch[index][1].status,) for index in order])
+            for index, ok in zip(order, held, strict=True):
                 lease, outcome = batch[index]
-                if self._holds(cur, lease, now, "state = 'done', status = %s", (outcome.status,)):
+                if ok:
                     self._event(cur, now, EventKind.COMMIT, lease.work_id, lease.coordinator, lease.epoch,
                                 lease.token, lease.expires, outcome.status)
                 else:
@@ -381,22 +401,26 @@ class SqlStore(abc.ABC):
         added: Counter[int] = Counter()
         new_findings: defaultdict[int, list[str]] = defaultdict(list)
         new_edges: Counter[int] = Counter()
-        for work_id in sorted(work):
-            index, item = work[work_id]
-            added[index] += self._add(cur, now, [item])
-        for identity in sorted(findings):
-            index, lease, finding = findings[identity]
-            cur = self._exec(cur, "INSERT INTO findings (identity, kind, data, detail, coordinator, work_id, at) "
-                                  "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (identity) DO NOTHING",
-                             (identity, finding.kind, finding.data, finding.detail, lease.coordinator,
-                              lease.work_id, now))
-            if cur.rowcount == 1:
-                new_findings[index].append(identity)
-        for edge in sorted(edges):
-            index, lease = edges[edge]
-            cur = self._exec(cur, "INSERT INTO coverage (edge, coordinator) VALUES (%s, %s) "
-                                  "ON CONFLICT (edge) DO NOTHING", (edge, lease.coordinator))
-            new_edges[index] += cur.rowcount
+        work_ids = sorted(work)
+        for work_id, fresh in zip(work_ids, self._add(cur, now, [work[key][1] for key in work_ids]), strict=True):
+            added[work[work_id][0]] += fresh
+        identities = sorted(findings)
+        rows = []
+        for identity in identities:
+            _, lease, finding = findings[identity]
+            rows.append((identity, finding.kind, finding.data, finding.detail, lease.coordinator, lease.work_id, now))
+        first_seen = self._each(cur, "INSERT INTO findings (identity, kind, data, detail, coordinator, work_id, at) "
+                                     "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (identity) DO NOTHING "
+                                     "RETURNING identity", rows)
+        for identity, first in zip(identities, first_seen, strict=True):
+            if first:
+                new_findings[findings[identity][0]].append(identity)
+        seen = sorted(edges)
+        first_seen = self._each(cur, "INSERT INTO coverage (edge, coordinator) VALUES (%s, %s) "
+                                     "ON CONFLICT (edge) DO NOTHING RETURNING edge",
+                                [(edge, edges[edge][1].coordinator) for edge in seen])
+        for edge, first in zip(seen, first_seen, strict=True):
+            new_edges[edges[edge][0]] += first
         for (coordinator, name), value in sorted(totals.items()):
             self._exec(cur, "INSERT INTO counters (coordinator, name, value) VALUES (%s, %s, %s) "
                             "ON CONFLICT (coordinator, name) DO UPDATE SET value = counters.value + excluded.value",
