@@ -21,6 +21,7 @@ from symfence.coordinator.shared.records import (
     ItemState,
     Outcome,
     RefuseReason,
+    Registration,
     SharedFinding,
     WorkItem,
     coordinator_id,
@@ -67,6 +68,13 @@ def items(count: int, prefix: str = "w") -> list[WorkItem]:
     return [WorkItem(f"{prefix}{i:03d}", f"input {i}".encode()) for i in range(count)]
 
 
+def members(stores) -> tuple[Clock, CampaignStore, CampaignStore, Registration, Registration]:
+    """(clock, A's store, B's store, A's registration, B's registration): two coordinators."""
+    clock, connect = stores
+    one, two = connect(), connect()
+    return clock, one, two, one.register(A), two.register(B)
+
+
 def assert_checked(store: CampaignStore) -> None:
     report = check(store.history(), store.items())
     assert report.ok, "\n".join(report.lines())
@@ -94,9 +102,7 @@ def test_add_work_is_idempotent_by_work_id(stores) -> None:
 
 
 def test_two_coordinators_never_lease_the_same_item(stores) -> None:
-    _, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    _, one, two, a, b = members(stores)
     one.add_work(items(10))
     first = one.lease(A, a.epoch, 4, 5.0)
     second = two.lease(B, b.epoch, 10, 5.0)
@@ -125,9 +131,7 @@ def test_lease_needs_a_registration_and_a_live_epoch(stores) -> None:
 
 
 def test_commit_applies_its_whole_outcome(stores) -> None:
-    _, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    _, one, two, a, b = members(stores)
     one.add_work(items(2))
     (la,) = one.lease(A, a.epoch, 1, 5.0).leases
     (lb,) = two.lease(B, b.epoch, 1, 5.0).leases
@@ -147,9 +151,7 @@ def test_commit_applies_its_whole_outcome(stores) -> None:
 
 
 def test_a_group_commit_fences_each_commit_and_applies_only_the_accepted(stores) -> None:
-    clock, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    clock, one, two, a, b = members(stores)
     one.add_work(items(4))
     mine = one.lease(A, a.epoch, 2, 1.0).leases
     clock.now += 1.0
@@ -179,9 +181,7 @@ def _store_contents(store: CampaignStore) -> tuple:
 
 
 def test_every_refusal_has_its_reason_and_applies_nothing(stores) -> None:
-    clock, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    clock, one, two, a, b = members(stores)
     one.add_work(items(5))
     leases = one.lease(A, a.epoch, 5, 1.0).leases
     poisoned = Outcome("ok", (WorkItem("never"),), (SharedFinding("crash:never", "crash"),),
@@ -214,9 +214,7 @@ def test_every_refusal_has_its_reason_and_applies_nothing(stores) -> None:
 
 
 def test_renew_keeps_a_lease_only_while_it_is_current(stores) -> None:
-    clock, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    clock, one, two, a, b = members(stores)
     one.add_work(items(2))
     first, second = one.lease(A, a.epoch, 2, 1.0).leases
     clock.now += 0.8
@@ -233,9 +231,7 @@ def test_renew_keeps_a_lease_only_while_it_is_current(stores) -> None:
 
 
 def test_release_gives_an_item_back_to_anyone(stores) -> None:
-    _, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    _, one, two, a, b = members(stores)
     one.add_work(items(3))
     leases = one.lease(A, a.epoch, 3, 10.0).leases
     assert one.release(leases[:2]) == 2
@@ -247,9 +243,7 @@ def test_release_gives_an_item_back_to_anyone(stores) -> None:
 
 
 def test_takeover_waits_for_the_expiry_and_a_restart_voids_old_leases(stores) -> None:
-    clock, connect = stores
-    one, two = connect(), connect()
-    a, b = one.register(A), two.register(B)
+    clock, one, two, a, b = members(stores)
     one.add_work(items(4))
     held = one.lease(A, a.epoch, 2, 2.0).leases
     clock.now += 1.9
