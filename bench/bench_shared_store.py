@@ -166,9 +166,9 @@ def main() -> None:
                    f"{row['commits_per_s'] / one[(row['store'], row['commit'])]:.2f}x"
                    if (row["store"], row["commit"]) in one else "", row["client_cpu_us"],
                    " / ".join(map(str, row["per_process"])), row["checker"]] for row in rows]
-    text = save(f"shared_store_b{args.batch}", ["store", "a commit survives", "commits", "processes", "items", "wall s",
-                                 "commits/s", "vs 1 process", "client CPU us/commit", "commits per process",
-                                 "checker"], table_rows,
+    headers = ["store", "a commit survives", "commits", "processes", "items", "wall s", "commits/s",
+               "vs 1 process", "client CPU us/commit", "commits per process", "checker"]
+    text = save(f"shared_store_b{args.batch}", headers, table_rows,
                 {"load_before": load_before, "load_after": load_after, "batch": args.batch,
                  "skipped": skipped, "rows_raw": rows})
     print(text)
