@@ -26,11 +26,11 @@ class PgUnavailable(RuntimeError):
 
 
 def _bindir() -> Path:
+    """SYMFENCE_PG_BINDIR if set (only it), else Debian's newest, else pg_ctl's folder on PATH."""
     explicit = os.environ.get("SYMFENCE_PG_BINDIR")
-    candidates = [explicit] if explicit else []
-    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    candidates = [explicit] if explicit else sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
     on_path = shutil.which("pg_ctl")
-    if on_path:
+    if on_path and not explicit:
         candidates.append(str(Path(on_path).parent))
     for folder in candidates:
         if folder and (Path(folder) / "initdb").is_file() and (Path(folder) / "pg_ctl").is_file():

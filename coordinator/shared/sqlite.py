@@ -36,14 +36,13 @@ class SqliteStore(SqlStore):
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS sequences (name TEXT PRIMARY KEY, "
-                               "value INTEGER NOT NULL)")
             self._transact(self._create_all)
         except sqlite3.Error as exc:
             raise StoreError(f"campaign store {self.path}: {exc}") from exc
 
     def _create_all(self, cur: Cursor, now: float) -> None:
         self._create(cur, now, SPELLINGS)
+        cur.execute("CREATE TABLE IF NOT EXISTS sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
         for name in ("epoch", "lease_token"):
             cur.execute("INSERT INTO sequences (name, value) VALUES (?, 0) ON CONFLICT (name) DO NOTHING",
                         (name,))
