@@ -348,3 +348,23 @@ def test_postgres_a_session_ended_by_the_server_is_one_clear_error() -> None:
         store.add_work(items(1))
     assert "\n" not in str(caught.value)
     store.close()
+
+
+def test_sqlite_a_file_that_is_not_a_store_is_one_clear_error(tmp_path) -> None:
+    import sqlite3
+
+    from symfence.coordinator.shared.interface import StoreError
+
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError, match="garbage.sqlite") as caught:
+        open_store(str(garbage))
+    assert "\n" not in str(caught.value)
+    newer = tmp_path / "newer.sqlite"
+    open_store(str(newer)).close()
+    with sqlite3.connect(newer) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    with pytest.raises(StoreError, match="schema 99"):
+        open_store(str(newer))
+    with pytest.raises(StoreError):
+        open_store(str(tmp_path / "no" / "such" / "folder.sqlite"))

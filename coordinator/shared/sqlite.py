@@ -70,11 +70,14 @@ class SqliteStore(SqlStore):
 
     def _read(self, body: Callable[[Cursor, float], T]) -> T:
         cur = self._conn.cursor()
-        cur.execute("BEGIN")
         try:
-            return body(cur, self._wall())
-        finally:
-            cur.execute("COMMIT")
+            cur.execute("BEGIN")
+            try:
+                return body(cur, self._wall())
+            finally:
+                cur.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"campaign store {self.path}: {exc}") from exc
 
     def _next_values(self, cur: Cursor, sequence: str, count: int) -> list[int]:
         if count == 0:
