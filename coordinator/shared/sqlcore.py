@@ -1,8 +1,9 @@
 """The campaign store's logic in SQL, once for both databases: every operation as one transaction.
 
 `SqlStore` implements `interface.CampaignStore`; a subclass gives it a connection and says how
-its database differs (`Dialect`: placeholders, row locks, the two sequences, the transaction and
-its retry). The SQL is written with `%s` placeholders (psycopg's); SQLite's `?` is swapped in.
+its database differs (placeholders, the column types, row locks, the two sequences, the
+transaction and its retry, how a statement is sent for many rows). The SQL is written with `%s`
+placeholders (psycopg's); SQLite's `?` is swapped in.
 
 The fence is the commit's conditional UPDATE: it changes the item's row only if it still names
 this lease (state leased, same coordinator, epoch and token) and the lease has not expired, and
