@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,15 +53,25 @@ class PgServer:
     port: int
     bindir: Path
     user: str | None  # who runs the server (None: ourselves)
+    listen: str = ""  # the TCP address it listens on too ("": unix socket only)
 
     @property
     def dsn(self) -> str:
+        """Over the unix socket in its folder."""
         return f"host={self.folder} port={self.port} user=postgres dbname=postgres"
 
-    def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    @property
+    def tcp_dsn(self) -> str:
+        """Over TCP to `listen`, as from another host."""
+        return f"host={self.listen} port={self.port} user=postgres dbname=postgres connect_timeout=5"
+
+    def _run(self, *args: str, timeout: float = 60,
+             wrap: Callable[[list[str]], list[str]] | None = None) -> subprocess.CompletedProcess[str]:
         command = list(args)
         if self.user is not None:
             command = ["runuser", "-u", self.user, "--", *command]
+        if wrap is not None:
+            command = wrap(command)
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
     def stop(self) -> None:
@@ -69,10 +80,13 @@ class PgServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_server(*, durable: bool = False) -> PgServer:
+def start_server(*, durable: bool = False, listen: str = "",
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> PgServer:
     """initdb + pg_ctl start in a new temporary folder; raises PgUnavailable with the reason.
     Tests run it without fsync (it is thrown away); `durable` keeps PostgreSQL's defaults
-    (fsync, synchronous_commit, full page writes), as benchmarks must."""
+    (fsync, synchronous_commit, full page writes), as benchmarks must. `listen`: a TCP address
+    to accept connections on too (any client, no password); `wrap`: how to run `pg_ctl start`
+    (e.g. on a network-namespace host: bench.netns.Cluster.on)."""
     try:
         import psycopg  # noqa: F401  (the client the stores use)
     except ImportError as exc:
@@ -91,19 +105,22 @@ def start_server(*, durable: bool = False) -> PgServer:
     if user is not None:
         entry = pwd.getpwnam(user)
         os.chown(folder, entry.pw_uid, entry.pw_gid)
-    server = PgServer(folder, _free_port(), bindir, user)
+    server = PgServer(folder, _free_port(), bindir, user, listen)
     data = folder / "data"
     init = server._run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
                        *(() if durable else ("--no-sync",)), "-E", "UTF8", "--locale=C")
     if init.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise PgUnavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
-    options = (f"-c listen_addresses='' -c unix_socket_directories='{folder}' -p {server.port} "
+    options = (f"-c listen_addresses='{listen}' -c unix_socket_directories='{folder}' -p {server.port} "
                "-c max_connections=50")
+    if listen:
+        with (data / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all 0.0.0.0/0 trust\n")
     if not durable:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     start = server._run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-                        str(folder / "server.log"), "-w", "-t", "30", "start")
+                        str(folder / "server.log"), "-w", "-t", "30", "start", wrap=wrap)
     if start.returncode != 0:
         log_file = folder / "server.log"
         log = log_file.read_text(errors="replace")[-300:] if log_file.exists() else ""
