@@ -264,7 +264,9 @@ def _print_summary(coordinator) -> None:
 
 # After MPI_Finalize, the queue files still owed are written for at most this long; the rest
 # (durable in the journal) are written by the next --resume, and the tools read the journal.
+# SYMFENCE_OWED_FILES_S overrides it ("inf": write every one, however long it takes).
 OWED_FILES_BUDGET_S = 0.5
+OWED_FILES_ENV = "SYMFENCE_OWED_FILES_S"
 # How long rank 0 waits, before MPI_Abort, for mpiexec to take what it printed (the summary).
 FORWARD_TIMEOUT_S = 2.0
 
@@ -273,9 +275,14 @@ def _abort(comm, code: int) -> None:
     """MPI_Abort, once what this rank printed has left its stdout and stderr. mpiexec reads them
     through pipes (or sockets) and may tear the job down on the abort before reading the last
     bytes written: the summary printed just before would be lost."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    wait_forwarded((sys.stdout.fileno(), sys.stderr.fileno()), FORWARD_TIMEOUT_S)
+    fds = []
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+            fds.append(stream.fileno())
+        except (OSError, ValueError):  # closed, or not a file (nothing mpiexec reads)
+            pass
+    wait_forwarded(tuple(fds), FORWARD_TIMEOUT_S)
     comm.Abort(code)
 
 
@@ -325,7 +332,8 @@ def _write_owed_files(coordinator, code: int) -> int:
     from symfence.coordinator.failure import describe, report
 
     try:
-        coordinator.write_owed_files(OWED_FILES_BUDGET_S)
+        budget = float(os.environ.get(OWED_FILES_ENV, OWED_FILES_BUDGET_S))
+        coordinator.write_owed_files(None if budget == float("inf") else budget)
     except OSError as exc:
         failure = describe(exc)
         if coordinator.failure is None:
