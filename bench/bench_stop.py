@@ -13,7 +13,7 @@ reached) to the exit of the launched process. "sigint": SIGINT is sent to the pr
 Ctrl-C in a terminal sends it to mpiexec, which forwards it) some seconds into the campaign, and
 the time from the signal to the exit is reported. Table and JSON in bench/results/stop.{md,json}.
 
-    python -m bench stop --before /tmp/main            # ~6 min on 2 cores
+    python -m bench stop --before /tmp/main            # ~8 min on 2 cores
     python -m bench stop --repeat 1 --seeds 20000      # this tree only, quicker
 """
 
@@ -115,7 +115,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--before", type=Path, help="another tree to measure side by side"
                                                    " (e.g. a worktree of main)")
-    p.add_argument("--repeat", type=int, default=2, help="runs per row (default 2)")
+    p.add_argument("--repeat", type=int, default=2, help="runs per demo row (default 2)")
+    p.add_argument("--repeat-large", type=int, default=1, help="runs per large row (default 1)")
     p.add_argument("--seeds", type=int, default=160_000, help="the large campaign's corpus (default 160,000)")
     p.add_argument("--demo-duration", type=float, default=12.0, help="the demo's budget here (default 12 s)")
     p.add_argument("--large-duration", type=float, default=5.0, help="the large campaign's budget"
@@ -128,7 +129,7 @@ def main() -> None:
     for kind in kinds:
         duration = args.demo_duration if kind == "demo" else args.large_duration
         for how in ("budget", "sigint"):
-            for i in range(args.repeat):
+            for i in range(args.repeat if kind == "demo" else args.repeat_large):
                 for label, tree in (trees if i % 2 == 0 else trees[::-1]):  # alternate the order
                     with tempfile.TemporaryDirectory(prefix="bench-stop-") as tmp:
                         r = one_run(tree, kind, how, Path(tmp), duration_s=duration,
