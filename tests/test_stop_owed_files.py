@@ -4,36 +4,18 @@ the tools read the journal, and a --resume writes the rest, each file holding it
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from symfence.coordinator.journal import Journal
 from tests.mpi_helpers import ROOT, run_campaign, synthetic_cfg
+from tests.test_mpi_lazy_queue import durable, queue_files
 
 pytestmark = pytest.mark.mpi
 
 SEEDS = 2000
-
-
-def queue_files(out: Path) -> dict[int, str]:
-    files = {}
-    for path in (out / "queue").iterdir():
-        if not path.name.startswith("."):
-            qid = int(path.name.split(",")[0].removeprefix("id:"))
-            files[qid] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return files
-
-
-def durable(out: Path) -> dict[int, str]:
-    journal = Journal.read_only(out / "journal.sqlite")
-    try:
-        return {e.queue_id: e.sha256 for e in journal.iter_corpus()}
-    finally:
-        journal.close()
 
 
 def test_owed_queue_files_are_left_to_the_journal_and_a_resume_writes_them(tmp_path):
