@@ -234,13 +234,17 @@ def _end_job(coordinator, journal, comm, code: int, handle) -> int:
     step("summary", lambda: _print_summary(coordinator))
     if coordinator.failure is not None:
         code = coordinator.exit_code()
-    if code == ExitCode.REFUSED:  # the summary's REFUSED lines say which rank, how many and why
-        print("symfence: results of workers that are not banned were refused (a bug in symfence, see the"
-              f" summary); exit status {int(code)}", file=sys.stderr, flush=True)
-    if coordinator.hosts.problem:  # a worker's host lacks a file or has another version of it
-        print(f"symfence: {coordinator.hosts.problem}", file=sys.stderr, flush=True)
-    if coordinator.failure is not None:
-        report(coordinator.failure)
+
+    def explain() -> None:  # the lines on stderr that say why the status is not 0
+        if code == ExitCode.REFUSED:  # the summary's REFUSED lines say which rank, how many and why
+            print("symfence: results of workers that are not banned were refused (a bug in symfence, see"
+                  f" the summary); exit status {int(code)}", file=sys.stderr, flush=True)
+        if coordinator.hosts.problem:  # a worker's host lacks a file or has another version of it
+            print(f"symfence: {coordinator.hosts.problem}", file=sys.stderr, flush=True)
+        if coordinator.failure is not None:
+            report(coordinator.failure)
+
+    step("explain", explain)
     if coordinator.unstopped:
         step("log", lambda: log.warning("campaign.abort_hung", ranks=coordinator.unstopped, exit_code=code))
     logsetup.close(handle)  # a failed final write of the log was reported above
@@ -325,6 +329,15 @@ def _owed_files_line(coordinator) -> None:
               file=sys.stderr, flush=True)
 
 
+def _owed_files_budget() -> float | None:
+    """Seconds for the owed queue files at the end (None: no limit), from SYMFENCE_OWED_FILES_S."""
+    try:
+        budget = float(os.environ.get(OWED_FILES_ENV, OWED_FILES_BUDGET_S))
+    except ValueError:
+        budget = OWED_FILES_BUDGET_S  # not a number: the default, never a failed exit
+    return None if budget == float("inf") else max(0.0, budget)
+
+
 def _write_owed_files(coordinator, code: int) -> int:
     """The queue files the writer thread still owed at the end (their entries are durable),
     written after MPI_Finalize so that no worker waits for them, for at most OWED_FILES_BUDGET_S;
@@ -332,8 +345,7 @@ def _write_owed_files(coordinator, code: int) -> int:
     from symfence.coordinator.failure import describe, report
 
     try:
-        budget = float(os.environ.get(OWED_FILES_ENV, OWED_FILES_BUDGET_S))
-        coordinator.write_owed_files(None if budget == float("inf") else budget)
+        coordinator.write_owed_files(_owed_files_budget())
     except OSError as exc:
         failure = describe(exc)
         if coordinator.failure is None:
