@@ -225,8 +225,8 @@ def _end_job(coordinator, journal, comm, code: int, handle) -> int:
         except Exception as exc:  # noqa: BLE001 - keep ending the job; the first failure is reported
             if coordinator.failure is None:
                 coordinator.fail(exc)
-            else:
-                log.error("campaign.end_step_failed", step=what, exc_info=exc)
+            else:  # after a failure (a full disk fails the final flush too): one line, no traceback
+                log.warning("campaign.end_step_failed", step=what, error=f"{type(exc).__name__}: {exc}")
 
     step("journal.close", journal.close)  # a failed final flush: what is durable stays
     if coordinator.failure is not None:
@@ -322,8 +322,10 @@ def wait_forwarded(fds: tuple[int, ...], timeout_s: float) -> bool:
 
 
 def _owed_files_line(coordinator) -> None:
+    """One line on stderr for the queue files left owed; none after a failure, whose own one
+    line already says that --resume continues from what is durable."""
     owed = coordinator.writer.files_pending if coordinator.writer is not None else 0
-    if owed:
+    if owed and coordinator.failure is None:
         print(f"symfence: {owed} queue/ files not written: their entries are durable in the journal"
               " (symfence status/replay/cmin read them there; --resume writes the files)",
               file=sys.stderr, flush=True)
