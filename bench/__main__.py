@@ -21,6 +21,7 @@ BENCHES = {
     "parsers": "bench.bench_parsers",  # real parsers: hybrid vs concolic vs plain Atheris (~25 min)
     "tracer": "bench.bench_tracer",  # cost per execution of the real-trace yardstick (coverage.py arcs)
     "oversized": "bench.bench_oversized",  # a 2.1 GB frame to rank 0: drained at the probe vs received
+    "stop": "bench.bench_stop",  # stop latency: budget end / Ctrl-C to exit, demo and a 160,000-seed corpus (~6 min)
     "hosts": "bench.bench_hosts",  # across namespace hosts: 0/50 ms round trip, depth 1/4/auto (root; ~2 min)
 }
 

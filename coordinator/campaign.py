@@ -353,9 +353,11 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             log.warning("campaign.stop_ack_missing", ranks=missing)
         self.claims.abandoned += len(self.claims.pending)
         # Hung: alive but no STOP ack, or lost (silent) and never heard from again. MPI cannot
-        # finalize with them; cli ends the job with MPI_Abort and the documented exit code 1.
+        # finalize with them; cli ends the job with MPI_Abort and the documented exit code 6.
         self.unstopped = sorted(set(missing) | set(members.ranks_in(MemberState.LOST)))
-        clean = not missing and self.pump.error is None and self.failure is None
+        # Clean: what rank 0 owns is complete and durable. A worker that never acknowledged STOP
+        # does not change that (its dispatches were revoked above, their work requeued).
+        clean = self.pump.error is None and self.failure is None
         await self._writer_idle()
         self.writer.stop()  # the end of the run writes the rest itself, completely
         for write in (lambda: self.journal.end_run(clean=clean), self._flush_now, self._write_stats):

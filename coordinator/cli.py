@@ -204,47 +204,156 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     # The loop's handlers are gone: a Ctrl-C now (the job is closing, e.g. in MPI_Finalize,
     # writing owed queue files or in the interpreter's exit) must change nothing: the run stopped.
     interrupt.ignore()
-    try:
-        journal.close()
-    except JournalError as exc:  # the final flush failed: what is durable stays
-        if coordinator.failure is None:
-            coordinator.fail(exc)
-            code = coordinator.exit_code()
-    print(coordinator.summary(), flush=True)
-    if code == ExitCode.REFUSED:  # the summary's REFUSED lines say which rank, how many and why
-        print("symfence: results of workers that are not banned were refused (a bug in symfence, see the"
-              f" summary); exit status {int(code)}", file=sys.stderr, flush=True)
-    if coordinator.hosts.problem:  # a worker's host lacks a file or has another version of it
-        print(f"symfence: {coordinator.hosts.problem}", file=sys.stderr, flush=True)
-    if coordinator.failure is not None:
-        from symfence.coordinator.failure import report
+    return _end_job(coordinator, journal, comm, code, handle)
 
-        report(coordinator.failure)
+
+def _end_job(coordinator, journal, comm, code: int, handle) -> int:
+    """The end of every campaign that ran, whatever its exit status: the journal closed, the
+    summary and the lines that explain the status printed, then MPI_Finalize, or MPI_Abort when
+    a worker never answered STOP (exit 6). Every step runs even if one before it raised (the
+    first error is the one reported), so no exit path loses the summary or the journal's end."""
+    import structlog
+
+    from symfence.coordinator import log as logsetup
+    from symfence.coordinator.failure import ExitCode, report
+
+    log = structlog.get_logger()
+
+    def step(what, fn) -> None:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - keep ending the job; the first failure is reported
+            if coordinator.failure is None:
+                coordinator.fail(exc)
+            else:  # after a failure (a full disk fails the final flush too): one line, no traceback
+                log.warning("campaign.end_step_failed", step=what, error=f"{type(exc).__name__}: {exc}")
+
+    step("journal.close", journal.close)  # a failed final flush: what is durable stays
+    if coordinator.failure is not None:
+        code = coordinator.exit_code()
+    step("summary", lambda: _print_summary(coordinator))
+    if coordinator.failure is not None:
+        code = coordinator.exit_code()
+
+    def explain() -> None:  # the lines on stderr that say why the status is not 0
+        if code == ExitCode.REFUSED:  # the summary's REFUSED lines say which rank, how many and why
+            print("symfence: results of workers that are not banned were refused (a bug in symfence, see"
+                  f" the summary); exit status {int(code)}", file=sys.stderr, flush=True)
+        if coordinator.hosts.problem:  # a worker's host lacks a file or has another version of it
+            print(f"symfence: {coordinator.hosts.problem}", file=sys.stderr, flush=True)
+        if coordinator.failure is not None:
+            report(coordinator.failure)
+
+    step("explain", explain)
     if coordinator.unstopped:
-        structlog.get_logger().warning("campaign.abort_hung", ranks=coordinator.unstopped, exit_code=code)
+        step("log", lambda: log.warning("campaign.abort_hung", ranks=coordinator.unstopped, exit_code=code))
     logsetup.close(handle)  # a failed final write of the log was reported above
     if coordinator.unstopped:  # a hung worker: MPI_Finalize would hang and mpiexec's code vary
-        code = _write_owed_files(coordinator, code)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        comm.Abort(code or 1)
+        _owed_files_line(coordinator)  # no queue files now: the job ends at once (a resume writes them)
+        _abort(comm, code or 1)
     failpoints.hit("finalize")
     _finalize_with_watchdog()
     return _write_owed_files(coordinator, code)
 
 
+def _print_summary(coordinator) -> None:
+    try:
+        text = coordinator.summary()
+    except Exception:
+        print(f"campaign finished: {coordinator.stop_reason} (the summary failed: see"
+              " logs/coordinator.jsonl)", flush=True)
+        raise
+    print(text, flush=True)
+
+
+# After MPI_Finalize, the queue files still owed are written for at most this long; the rest
+# (durable in the journal) are written by the next --resume, and the tools read the journal.
+# SYMFENCE_OWED_FILES_S overrides it ("inf": write every one, however long it takes).
+OWED_FILES_BUDGET_S = 0.5
+OWED_FILES_ENV = "SYMFENCE_OWED_FILES_S"
+# How long rank 0 waits, before MPI_Abort, for mpiexec to take what it printed (the summary).
+FORWARD_TIMEOUT_S = 2.0
+
+
+def _abort(comm, code: int) -> None:
+    """MPI_Abort, once what this rank printed has left its stdout and stderr. mpiexec reads them
+    through pipes (or sockets) and may tear the job down on the abort before reading the last
+    bytes written: the summary printed just before would be lost."""
+    fds = []
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+            fds.append(stream.fileno())
+        except (OSError, ValueError):  # closed, or not a file (nothing mpiexec reads)
+            pass
+    wait_forwarded(tuple(fds), FORWARD_TIMEOUT_S)
+    comm.Abort(code)
+
+
+def wait_forwarded(fds: tuple[int, ...], timeout_s: float) -> bool:
+    """Wait until nobody has yet to read what was written to these pipes or sockets (Linux:
+    FIONREAD on a pipe, SIOCOUTQ on a socket); True when they are empty, False on time-out.
+    A terminal or a file has nothing to wait for."""
+    import fcntl
+    import stat
+    import struct
+    import termios
+    import time
+
+    def unread(fd: int) -> int:
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode):
+                request = termios.FIONREAD
+            elif stat.S_ISSOCK(mode):
+                request = termios.TIOCOUTQ  # == SIOCOUTQ
+            else:
+                return 0
+            return struct.unpack("i", fcntl.ioctl(fd, request, b"\0\0\0\0"))[0]
+        except OSError:
+            return 0  # closed, or not a kind that says: nothing to wait for
+
+    until = time.monotonic() + timeout_s
+    while any(unread(fd) for fd in fds):
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _owed_files_line(coordinator) -> None:
+    """One line on stderr for the queue files left owed; none after a failure, whose own one
+    line already says that --resume continues from what is durable."""
+    owed = coordinator.writer.files_pending if coordinator.writer is not None else 0
+    if owed and coordinator.failure is None:
+        print(f"symfence: {owed} queue/ files not written: their entries are durable in the journal"
+              " (symfence status/replay/cmin read them there; --resume writes the files)",
+              file=sys.stderr, flush=True)
+
+
+def _owed_files_budget() -> float | None:
+    """Seconds for the owed queue files at the end (None: no limit), from SYMFENCE_OWED_FILES_S."""
+    try:
+        budget = float(os.environ.get(OWED_FILES_ENV, OWED_FILES_BUDGET_S))
+    except ValueError:
+        budget = OWED_FILES_BUDGET_S  # not a number: the default, never a failed exit
+    return None if budget == float("inf") else max(0.0, budget)
+
+
 def _write_owed_files(coordinator, code: int) -> int:
     """The queue files the writer thread still owed at the end (their entries are durable),
-    written after MPI_Finalize so that no worker waits for them; a failed write is exit 3."""
+    written after MPI_Finalize so that no worker waits for them, for at most OWED_FILES_BUDGET_S;
+    a failed write is exit 3."""
     from symfence.coordinator.failure import describe, report
 
     try:
-        coordinator.write_owed_files()
+        coordinator.write_owed_files(_owed_files_budget())
     except OSError as exc:
         failure = describe(exc)
         if coordinator.failure is None:
             report(failure)
             return failure.exit_code
+    _owed_files_line(coordinator)
     return code
 
 

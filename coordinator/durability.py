@@ -82,10 +82,11 @@ class DurabilityMixin:
                                      new_bits=e.new_bits)
         self._announce(durable)
 
-    def write_owed_files(self) -> int:
+    def write_owed_files(self, budget_s: float | None = None) -> int:
         """Write the queue files of durable entries that the writer thread had not written yet
-        (after the run; raises OSError like any failed write)."""
-        return self.writer.drain_files() if self.writer is not None else 0
+        (after the run), for at most `budget_s` (None: all); the rest stay owed (a resume
+        writes them). Raises OSError like any failed write."""
+        return self.writer.drain_files(budget_s=budget_s) if self.writer is not None else 0
 
     def _announce(self, durable: FlushReceipt) -> None:
         """What a durable batch allows: AFL++ export, finding files, their counters and logs."""

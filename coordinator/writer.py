@@ -12,7 +12,7 @@ takes at most `BACKLOG_SHARE` of this thread's wall time (after each slice the t
 three times as long as the slice took; a batch handed over meanwhile is written at once), since
 creating a file costs 40-200 us of CPU on a small machine, and 100,000 of them written flat out
 took a core from the workers for seconds. A run that ends (or a kill) with a backlog left loses
-no data: the journal holds every entry, the end of the run writes the rest
+no data: the journal holds every entry, the end of the run writes what it can in a short budget
 (`drain_files`), and a resume writes the files of durable entries that have none.
 """
 
@@ -101,10 +101,11 @@ class JournalWriter:
             fn, args = self._outcomes.popleft()
             fn(*args)
 
-    def drain_files(self, threads: int = DRAIN_THREADS) -> int:
-        """Write every queue file still waiting (after `stop`, when nothing else runs): in a few
-        threads, since each file is a handful of system calls that release the GIL. Raises the
-        first failed write; the files not written stay queued."""
+    def drain_files(self, threads: int = DRAIN_THREADS, budget_s: float | None = None) -> int:
+        """Write the queue files still waiting (after `stop`, when nothing else runs): in a few
+        threads, since each file is a handful of system calls that release the GIL; for at most
+        `budget_s` seconds (None: every one). Raises the first failed write; the files not
+        written stay queued."""
         if self._thread.is_alive():
             raise RuntimeError("drain_files() while the writer thread runs")
         entries = list(self._files)
@@ -112,9 +113,12 @@ class JournalWriter:
             return 0
         slices = [entries[i::threads] for i in range(threads)]
         done: list[set[int]] = [set() for _ in slices]
+        until = None if budget_s is None else self._clock() + budget_s
 
         def write(k: int) -> None:
             for e in slices[k]:
+                if until is not None and self._clock() >= until:
+                    return
                 write_queue_file(self.out, e)
                 done[k].add(e.queue_id)
 

@@ -38,9 +38,10 @@ def durable(out: Path) -> dict[int, str]:
 
 def test_every_durable_entry_gets_its_queue_file_and_a_kill_mid_backlog_resumes(tmp_path):
     # A short run: it stops (max_results) long before 5,000 tasks, with the seeds' files owed.
+    # The end of a run writes owed files for 0.5 s only (tests/test_stop_owed_files.py); here every one.
     cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0}, campaign={"max_results": 50})
     out = tmp_path / "out"
-    run = run_campaign(tmp_path, cfg, ranks=3, out=out)
+    run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_OWED_FILES_S": "inf"})
     assert run.code == 0, run.explain()
     entries = durable(out)
     assert len(entries) == SEEDS
@@ -51,7 +52,8 @@ def test_every_durable_entry_gets_its_queue_file_and_a_kill_mid_backlog_resumes(
     killed = run_campaign(tmp_path, cfg, ranks=3, out=out2, env={"SYMFENCE_FAILPOINT": "queue:300:kill"})
     assert killed.code != 0  # during the run, or while the files owed at its end are written
     assert len(durable(out2)) == SEEDS and len(queue_files(out2)) < SEEDS
-    resumed = run_campaign(tmp_path, cfg, ranks=3, out=out2, extra_args=["--resume"])
+    resumed = run_campaign(tmp_path, cfg, ranks=3, out=out2, extra_args=["--resume"],
+                           env={"SYMFENCE_OWED_FILES_S": "inf"})
     assert resumed.code == 0, resumed.stderr[-3000:]
     events = [json.loads(l) for l in (out2 / "logs" / "coordinator.jsonl").read_text().splitlines()]
     restored = [e for e in events if e["event"] == "campaign.resumed"]
@@ -64,7 +66,8 @@ def test_a_ctrl_c_while_the_job_closes_changes_nothing(tmp_path):
     # seeds' queue files still owed (a user's Ctrl-C, or a script's, racing the normal end).
     cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0}, campaign={"max_results": 50})
     out = tmp_path / "out"
-    run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FAILPOINT": "finalize:1:sigint"})
+    run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FAILPOINT": "finalize:1:sigint",
+                                                             "SYMFENCE_OWED_FILES_S": "inf"})
     assert run.code == 0, run.explain()
     assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.explain()
     assert queue_files(out) == durable(out) and len(durable(out)) == SEEDS
