@@ -83,8 +83,8 @@ def test_concolic_candidates_carry_the_real_trace():
 
 
 def test_fuzz_slice_keeps_inputs_and_goes_on_after_crashes():
-    """A Python crash is caught inside the slice; a native abort ends the process and the slice
-    restarts for the rest of its time (without the corpus entry that killed it); kept inputs
+    """A Python crash is caught inside the fuzz process; a native abort ends the process and it
+    restarts for the rest of the turn (without the corpus entry that killed it); kept inputs
     come back with their real traces. The start corpus holds one input of each crash."""
     target = "tests.hybrid_targets:native_and_python"
     ex = make_executor("fuzz")
@@ -102,7 +102,7 @@ def test_fuzz_slice_keeps_inputs_and_goes_on_after_crashes():
     assert native and all(c.data[0] == 0xAB for c in native)
     assert all('in native_and_python' in c.detail for c in native)  # the Python stack
     hangs = {c.data[:2] for c in outcome.candidates if c.kind is ExitKind.HANG}
-    assert hangs == {b"\x02\x02", b"\x03\x03"}, hangs  # CPU hang caught inside; sleep by -timeout
+    assert hangs == {b"\x02\x02", b"\x03\x03"}, hangs  # CPU hang caught inside; sleep by the watchdog
     for c in outcome.candidates:
         if c.kind is ExitKind.OK:
             assert c.trace == _real(target, c.data)
