@@ -41,12 +41,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
+
 from symfence.protocol.fuzzslice import unpack_spec
 from symfence.protocol.options import FuzzOptions
 from symfence.worker import childwire as wire
 from symfence.worker.childproc import ChildProcess
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 
+log = structlog.get_logger()
 _ENGINE = "symfence.worker.fuzz.live_child"
 _MAX_RESTARTS = 50  # per turn
 _START_LIMIT_S = 600.0  # import + instrumentation + corpus load: past this with no input run, an error
@@ -313,6 +316,8 @@ class FuzzExecutor:
         self._mark_progress(live, live.launched_at)
         live.runs += 1
         turn.runs += 1
+        log.info("fuzz.started", target=turn.task.target, pid=live.proc.pid, run=live.runs,
+                 corpus=sum(1 for _ in os.scandir(live.corpus)))
         turn.cpu_mark = 0.0
         try:
             live.proc.send(wire.RunTask(Task(turn.task.token, turn.task.work_id, b"", turn.task.target,
