@@ -179,11 +179,13 @@ class FuzzExecutor:
         self._root = Path(tempfile.mkdtemp(prefix="symfence-fuzz-", dir=workdir))
         self._lives: dict[str, _Live] = {}
         self._turn: _Turn | None = None
+        self._last: _Live | None = None
         self._ready: Outcome | None = None
 
     @property
     def child_pid(self) -> int | None:
-        live = self._turn.live if self._turn is not None else None
+        """The process of the last turn (running, or stopped between turns)."""
+        live = self._last
         return live.proc.pid if live is not None and live.proc is not None else None
 
     # -- Executor protocol --------------------------------------------------------------------
@@ -196,7 +198,7 @@ class FuzzExecutor:
         except ValueError as exc:
             self._ready = Outcome(ExitKind.ERROR, error=f"bad fuzz slice: {exc}")
             return
-        live = self._live(task.target)
+        live = self._last = self._live(task.target)
         self._add_tokens(live, spec.tokens)
         self._import(live, spec.entries)
         turn = self._turn = _Turn(task, options, live, time.monotonic())
