@@ -18,7 +18,9 @@ keep-going). Every figure is end to end, wall time, start-up and shutdown includ
 Goals (issue 27), each printed as met/missed with its figures: execs ratio >= 0.9 on every
 harness; lines ratio >= 1.0 on every harness and median >= 1.3; engine share >= 10% on at least
 three harnesses. ``uptime``'s load average is recorded before and after. Results go to
-``bench/results/harnesses.{json,md}``.
+``bench/results/harnesses.{json,md}``. ``--variants`` instead runs Atheris alone three ways at
+once per harness (plain, ``-use_value_profile=1``, the ``RegEx``/``str`` hooks) and compares the
+lines each corpus adds (``bench/results/harness_variants.{json,md}``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -118,12 +121,68 @@ def side_by_side(tmp: Path, name: str, spec: str, budget_s: float) -> tuple[dict
     return hybrid, atheris
 
 
+# Atheris alone with one option each, side by side (``--variants``): what each pays on its own.
+VARIANTS: dict[str, tuple[list[str], str]] = {  # name -> (libFuzzer flags, Atheris hooks)
+    "plain": ([], ""),
+    "value_profile": (["-use_value_profile=1"], ""),
+    "hooks": ([], "RegEx,str"),
+}
+
+
+def variants(names: list[str], budget_s: float) -> None:
+    """One Atheris process per variant, all at once, per harness; lines added by each corpus."""
+    rows, runs = [], {}
+    load_before = uptime()
+    with tempfile.TemporaryDirectory(prefix="bench-variants-") as tmpdir:
+        for name in names:
+            package, _ = HARNESSES[name]
+            spec = f"examples.harnesses.{name}:TestOneInput"
+            tmp = Path(tmpdir) / name
+            procs, start = {}, time.time()
+            for variant, (flags, hooks) in VARIANTS.items():
+                folder = tmp / variant
+                (folder / "corpus").mkdir(parents=True)
+                (folder / "crashes").mkdir()
+                env = {**os.environ, "SYMFENCE_ATHERIS_HOOKS": hooks,
+                       "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT_DIR), os.environ.get("PYTHONPATH")) if p)}
+                cmd = [sys.executable, "-m", "bench.atheris_driver", spec, str(folder / "crashes"),
+                       f"-max_total_time={budget_s:g}", "-print_final_stats=1", "-timeout=30",
+                       f"-artifact_prefix={folder / 'crashes'}/", *flags, str(folder / "corpus")]
+                procs[variant] = (subprocess.Popen(cmd, cwd=ROOT_DIR, env=env, stdout=subprocess.DEVNULL,
+                                                   stderr=(folder / "log").open("w")), time.monotonic())
+            (tmp / "empty").write_bytes(b"")
+            base = _replay(spec, package, {"start": time.time(), "files": [tmp / "empty"]}, tmp)["lines"]
+            runs[name] = {}
+            for variant, (proc, t0) in procs.items():
+                proc.wait(timeout=budget_s + 600)
+                wall = time.monotonic() - t0
+                folder = tmp / variant
+                found = re.findall(r"stat::number_of_executed_units: (\d+)", (folder / "log").read_text(errors="replace"))
+                files = sorted((folder / "corpus").glob("*")) + sorted(p for p in (folder / "crashes").glob("*") if p.is_file())
+                added = _replay(spec, package, {"start": start, "files": files}, folder)["lines"] - base
+                runs[name][variant] = {"execs": int(found[-1]) if found else 0, "wall_s": round(wall, 1), "added": added}
+            plain = runs[name]["plain"]["added"] or 1
+            rows.append([name, *(f"+{runs[name][v]['added']} ({runs[name][v]['added'] / plain:.2f}x), "
+                                 f"{runs[name][v]['execs'] / runs[name][v]['wall_s']:.0f}/s" for v in VARIANTS)])
+            print(" | ".join(rows[-1]), flush=True)
+    headers = ["harness", *(f"{v}: added lines (vs plain), execs/wall-s" for v in VARIANTS)]
+    text = save("harness_variants", headers, rows, {"budget_s": budget_s, "load_before": load_before,
+                                                     "load_after": uptime(), "runs": runs})
+    print(text)
+    print(f"load average before {load_before}, after {uptime()}")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=float, default=90.0, help="seconds per run (default %(default)s)")
     p.add_argument("--harnesses", nargs="*", choices=list(HARNESSES), help="default: all")
+    p.add_argument("--variants", action="store_true",
+                   help="instead: Atheris alone with -use_value_profile=1, with the RegEx/str hooks, and plain")
     args = p.parse_args(argv)
     names = args.harnesses or list(HARNESSES)
+    if args.variants:
+        variants(names, args.budget)
+        return
     rows, runs = [], {}
     load_before = uptime()
     print(f"load average before: {load_before}", flush=True)
@@ -152,6 +211,11 @@ def main(argv: list[str] | None = None) -> None:
                          f"{lines_ratio:.2f}", f"{hybrid['engine_share']:.0%}", len(h["exceptions"]),
                          len(a["exceptions"]), f"{hybrid['wall_s']}/{atheris['wall_s']}", load])
             print(" | ".join(str(x) for x in rows[-1]), flush=True)
+            _report(args.budget, rows, runs, load_before, final=name == names[-1])  # partial results kept
+
+
+def _report(budget_s: float, rows: list[list[Any]], runs: dict[str, Any], load_before: str, *, final: bool) -> None:
+    """Goals met/missed over the harnesses run so far; the table, JSON and verdict written."""
     load_after = uptime()
     execs = {n: r["execs_ratio"] for n, r in runs.items()}
     lines = {n: r["lines_ratio"] for n, r in runs.items()}
@@ -171,16 +235,17 @@ def main(argv: list[str] | None = None) -> None:
                "execs ratio", "added lines: hybrid", "added lines: Atheris x2", "lines ratio",
                "engine share of edges", "exceptions: hybrid", "exceptions: Atheris", "wall s hybrid/Atheris",
                "load avg at start"]
-    extra = {"budget_s": args.budget, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "load_before": load_before, "load_after": load_after, "median_lines_ratio": median,
+    extra = {"budget_s": budget_s, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "complete": final, "load_before": load_before, "load_after": load_after, "median_lines_ratio": median,
              "goals": [{"goal": g, "met": met, "figures": f} for g, met, f in goals], "runs": runs}
     text = save("harnesses", headers, rows, extra)
     verdict = "\n".join(f"{'MET   ' if met else 'MISSED'} {g}: {f}" for g, met, f in goals)
     (RESULTS / "harnesses.md").write_text(f"{text}\n\n{verdict}\n\nload average before {load_before}, "
                                           f"after {load_after}\n")
-    print(text)
-    print(verdict)
-    print(f"load average before {load_before}, after {load_after}")
+    if final:
+        print(text)
+        print(verdict)
+        print(f"load average before {load_before}, after {load_after}")
 
 
 def _replay(spec: str, package: str, run: dict[str, Any], tmp: Path) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import atheris
 
 with atheris.instrument_imports():
     import networkx
+    import networkx.readwrite.graph6  # networkx imports its readers lazily: instrument these
+    import networkx.readwrite.sparse6
 
 
 def TestOneInput(data):

@@ -7,6 +7,7 @@ import atheris
 
 with atheris.instrument_imports():
     import networkx
+    import networkx.readwrite.graphml  # networkx imports its readers lazily: instrument this one
 
 
 def TestOneInput(data):
