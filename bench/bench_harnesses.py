@@ -5,7 +5,10 @@
 same cores with the same budget: the drop-in command ``symfence run examples/harnesses/fuzz_x.py
 -max_total_time=S --ranks 3`` (hybrid: 2 worker ranks) and plain Atheris as a user runs it, 2
 processes on one corpus folder (``bench.bench_parsers.run_atheris``: ``bench/atheris_driver.py``,
-keep-going). Every figure is end to end, wall time, start-up and shutdown included:
+keep-going), each Atheris process in a session of its own as symfence's fuzzing processes are (with
+the kernel's autogroup scheduling a session is a scheduling group: otherwise symfence's processes
+would get more CPU than Atheris's in the side-by-side run). Every figure is end to end, wall time,
+start-up and shutdown included:
 
 - execs ratio: symfence's fuzz-stage executions per worker per wall second (``fuzz_execs / (2 x
   wall)``, the wall time of the whole ``symfence run``) against Atheris's executions per process
@@ -103,7 +106,7 @@ def side_by_side(tmp: Path, name: str, spec: str, budget_s: float) -> tuple[dict
     def atheris_side() -> None:
         try:
             t0 = time.monotonic()
-            run = run_atheris(tmp / "atheris", spec, budget_s, WORKERS)
+            run = run_atheris(tmp / "atheris", spec, budget_s, WORKERS, own_sessions=True)
             run["wall_s"] = round(time.monotonic() - t0, 1)
             got["atheris"] = run
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
