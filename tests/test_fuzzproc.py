@@ -8,6 +8,7 @@ import os
 import time
 
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
+from symfence.worker.executors import fuzz as fuzz_executor
 from symfence.worker.executors.base import ExitKind, Task
 from symfence.worker.executors.fuzz import FuzzExecutor
 from tests.fuzzproc_targets import CRASHER, ENGINE_FIND
@@ -15,9 +16,8 @@ from tests.fuzzproc_targets import CRASHER, ENGINE_FIND
 TARGET = "tests.fuzzproc_targets:marker"
 
 
-def _turn(ex: FuzzExecutor, entries=(), *, slice_s: float = 2.0, until=None, limit_s: float = 120.0):
-    """One turn; `until()` true ends the wait early (the turn still runs its slice)."""
-    ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(tuple(entries))), TARGET, 1,
+def _turn(ex: FuzzExecutor, entries=(), *, slice_s: float = 2.0, tokens=(), limit_s: float = 120.0):
+    ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(tuple(entries), tuple(tokens))), TARGET, 1,
                   {"slice_s": slice_s, "exec_timeout_s": 0.5}))
     deadline = time.monotonic() + limit_s
     while (outcome := ex.wait(0.05)) is None:
@@ -68,6 +68,22 @@ def test_an_engine_entry_reaches_the_running_process(tmp_path, monkeypatch):
         assert set(marker.read_text().split()) == {str(pid)}  # ... and that one ran the entry
         kept = {c.data for c in second.candidates if c.kind is ExitKind.OK}
         assert ENGINE_FIND not in kept  # it came from the campaign: not reported back as a find
+    finally:
+        ex.close()
+
+
+def test_new_dictionary_tokens_restart_the_process_with_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(fuzz_executor, "_DICT_RESTART_COST", 1.0)  # any start-up is cheap enough here
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        _turn(ex, [b"abc"], tokens=[b"KW0"])
+        few = _turn(ex, tokens=[b"KW%d" % i for i in range(1, 8)])  # 7 new: not yet worth a restart
+        assert few.stats["fuzz_runs"] == 0
+        more = _turn(ex, tokens=[b"KW8"])
+        assert more.stats["fuzz_runs"] == 1 and more.execs > 0
+        (live,) = ex._lives.values()
+        assert "Dictionary: 9 entries" in live.log.read_text()  # libFuzzer read them all
+        assert _turn(ex).stats["fuzz_runs"] == 0
     finally:
         ex.close()
 

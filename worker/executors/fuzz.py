@@ -11,7 +11,9 @@ time (the first turn at least until its first execution: start-up included), the
 (SIGSTOP: the core is the engine's until the next turn) and answers with what the process did
 meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG with their
 traceback) and its executions. An aborted turn only stops the process: what it found is in the
-next turn's answer. New dictionary tokens go into the dictionary file, read at the next start.
+next turn's answer. New dictionary tokens go into the dictionary file, which libFuzzer reads at
+start only: a turn restarts the process (same corpus) once 8 new tokens have come and its
+start-up was under 5% of its run so far.
 
 A Python exception or CPU time-out is caught inside the process (it goes on). What Python cannot
 catch ends it: a native crash or out of memory (libFuzzer writes its artifact), or a native hang,
@@ -56,6 +58,8 @@ _START_LIMIT_S = 600.0  # import + instrumentation + corpus load: past this with
 _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
                    "timeout": ExitKind.HANG}
 _MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest go in the next turn's)
+_DICT_RESTART_TOKENS = 8  # new dictionary tokens worth a restart ...
+_DICT_RESTART_COST = 0.05  # ... when its start-up is at most this share of the run's time so far
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 # libFuzzer's (and Atheris's own) unit timer counts wall time, stopped time included: after a
 # turn's SIGSTOP it would call any unit a time-out. "Off" is a day (-timeout=0 is not off: Atheris
@@ -129,6 +133,8 @@ class _Live:
     hang_signalled: bool = False  # the watchdog sent SIGSEGV for a native hang
     stamp_ns: int = 0  # the last mtime given to imported entries (and the corpus folder)
     native_seen: set[str] = field(default_factory=set)  # what ended the process, once per stack
+    startup_s: float = 0.0  # this run's start-up: launch to first execution
+    launch_tokens: int = 0  # dictionary tokens this run was started with
     runs: int = 0
 
     @property
@@ -202,6 +208,9 @@ class FuzzExecutor:
         self._add_tokens(live, spec.tokens)
         self._import(live, spec.entries)
         turn = self._turn = _Turn(task, options, live, time.monotonic())
+        if live.proc is not None and self._dictionary_due(live, turn.started):
+            log.info("fuzz.restarted", target=task.target, reason="dictionary", tokens=len(live.tokens))
+            self._end(live)  # stopped right after its last answer: nothing of it is unreported
         if live.proc is None:
             self._launch(turn)
         else:
@@ -317,6 +326,7 @@ class FuzzExecutor:
         live.entered_at, live.reported, live.hang_signalled = None, 0, False
         self._mark_progress(live, live.launched_at)
         live.runs += 1
+        live.launch_tokens = len(live.tokens)
         turn.runs += 1
         log.info("fuzz.started", target=turn.task.target, pid=live.proc.pid, run=live.runs,
                  corpus=sum(1 for _ in os.scandir(live.corpus)))
@@ -326,6 +336,14 @@ class FuzzExecutor:
                                              options=options), tuple(sys.path)))
         except OSError:
             pass  # it died at once: the exit check sees it
+
+    @staticmethod
+    def _dictionary_due(live: _Live, now: float) -> bool:
+        """libFuzzer reads -dict at start only: a restart for new tokens when there are enough of
+        them and the restart is cheap (start-up under 5% of the time this run has had)."""
+        new = len(live.tokens) - live.launch_tokens
+        return new >= _DICT_RESTART_TOKENS and live.entered_at is not None \
+            and live.startup_s <= _DICT_RESTART_COST * (now - live.launched_at)
 
     def _resume(self, turn: _Turn) -> None:
         live = turn.live
@@ -392,7 +410,8 @@ class FuzzExecutor:
                 message = proc.recv()
                 if isinstance(message, wire.Entered) and live.entered_at is None:
                     live.entered_at = message.since
-                    turn.startup_s += max(0.0, message.since - live.launched_at)
+                    live.startup_s = max(0.0, message.since - live.launched_at)
+                    turn.startup_s += live.startup_s
                 elif isinstance(message, wire.Done):  # the harness failed before fuzzing
                     with live.log.open("a") as log:
                         log.write(message.outcome.error)
