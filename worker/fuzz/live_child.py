@@ -80,8 +80,6 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     spec = request.task.options
     module_name, _, attr = request.task.target.partition(":")
     atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)  # the harness's instrument_all(): done below
-    for hook in spec.get("hooks", ()):  # Atheris's comparison hooks beyond instrument_imports' own
-        atheris.enabled_hooks.add(hook)
     # Everything the target's import brings in is instrumented, symfence and Atheris excepted.
     with atheris.instrument_imports(exclude=["symfence", "atheris"]):
         module = importlib.import_module(module_name)
