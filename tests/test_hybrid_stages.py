@@ -84,26 +84,30 @@ def test_concolic_candidates_carry_the_real_trace():
 
 def test_fuzz_slice_keeps_inputs_and_goes_on_after_crashes():
     """A Python crash is caught inside the fuzz process; a native abort ends the process and it
-    restarts for the rest of the turn (without the corpus entry that killed it); kept inputs
-    come back with their real traces. The start corpus holds one input of each crash."""
+    restarts (without the corpus entry that killed it); kept inputs come back with their real
+    traces. The start corpus holds one input of each crash; what a turn cut short by restarts
+    did not reach, the next turn reports."""
     target = "tests.hybrid_targets:native_and_python"
     ex = make_executor("fuzz")
     try:
         entries = (b"\x00\x00", b"\x01\x02", b"\xab\x01", b"\x02\x02", b"\x03\x03")
-        outcome = _run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec(entries, (b"\xab\xab",))),
-                                target, 1, {"slice_s": 6.0, "exec_timeout_s": 0.2}))
+        outcomes = [_run(ex, Task("t" * 64, "w" * 64, pack_spec(SliceSpec(entries, (b"\xab\xab",))),
+                                  target, 1, {"slice_s": 6.0, "exec_timeout_s": 0.2}))]
+        outcomes.append(_run(ex, Task("t" * 64, "v" * 64, pack_spec(SliceSpec()), target, 2,
+                                      {"slice_s": 4.0, "exec_timeout_s": 0.2})))
     finally:
         ex.close()
-    assert outcome.status is ExitKind.OK, outcome.error
-    assert outcome.execs > 0 and outcome.stats["fuzz_restarts"] >= 1
-    crashes = [c for c in outcome.candidates if c.kind is ExitKind.CRASH]
+    assert all(o.status is ExitKind.OK for o in outcomes), [o.error for o in outcomes]
+    assert outcomes[0].execs > 0 and outcomes[0].stats["fuzz_restarts"] >= 1
+    candidates = [c for o in outcomes for c in o.candidates]
+    crashes = [c for c in candidates if c.kind is ExitKind.CRASH]
     assert any("ShallowBug" in c.detail for c in crashes)
     native = [c for c in crashes if "NativeCrash" in c.detail]
     assert native and all(c.data[0] == 0xAB for c in native)
     assert all('in native_and_python' in c.detail for c in native)  # the Python stack
-    hangs = {c.data[:2] for c in outcome.candidates if c.kind is ExitKind.HANG}
+    hangs = {c.data[:2] for c in candidates if c.kind is ExitKind.HANG}
     assert hangs == {b"\x02\x02", b"\x03\x03"}, hangs  # CPU hang caught inside; sleep by the watchdog
-    for c in outcome.candidates:
+    for c in candidates:
         if c.kind is ExitKind.OK:
             assert c.trace == _real(target, c.data)
 

@@ -7,7 +7,8 @@ entries and dictionary tokens this worker does not have yet for that target. The
 entries into the process's corpus folder (libFuzzer's first folder: with ``-reload`` it reads and
 runs them while it fuzzes; their mtimes are stepped so that its whole-second "newer than my last
 read" test cannot skip them), lets the process run (SIGCONT) for ``slice_s`` seconds of wall
-time (the first turn at least until its first execution: start-up included), then stops it
+time (start-up included; the first turn lasts until the first execution, a restarted process
+still importing at the end of a turn goes on at the next), then stops it
 (SIGSTOP: the core is the engine's until the next turn) and answers with what the process did
 meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG with their
 traceback) and its executions. An aborted turn only stops the process: what it found is in the
@@ -237,11 +238,12 @@ class FuzzExecutor:
             now = time.monotonic()
             if live.entered_at is not None:
                 self._watchdog(turn, now)
-                if now >= turn.started + turn.options.slice_s:
-                    return self._answer(turn)
             elif now - live.launched_at > _START_LIMIT_S:
                 live.proc.kill_group()  # ends as a process that never ran an input
                 continue
+            first_start = live.entered_at is None and live.runs == 1  # its first answer says if it runs
+            if now >= turn.started + turn.options.slice_s and not first_start:
+                return self._answer(turn)  # (a restart still starting goes on at the next turn)
             if now >= deadline:
                 return None
             time.sleep(min(0.01, max(0.0, deadline - now)))
