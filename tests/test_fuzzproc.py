@@ -110,3 +110,18 @@ def test_a_stopped_process_burns_no_cpu_and_resumes(tmp_path):
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_yardstick_sees_the_whole_library_a_harness_imports_from():
+    """`from markdown_it import MarkdownIt`: the tracer that measures the fuzz stage's inputs
+    covers the whole markdown_it package, not only the module defining MarkdownIt (inputs that
+    reach only the other modules would otherwise count as nothing new and be dropped)."""
+    from symfence.worker.realtrace.tracer import ArcTracer, default_include, load_callable
+
+    module, fn = load_callable("examples.harnesses.fuzz_markdown_it:TestOneInput")
+    roots = default_include(module)
+    package = os.path.dirname(module.MarkdownIt.__init__.__code__.co_filename) + os.sep
+    assert package in roots, roots
+    trace = ArcTracer(roots).run(fn, b"\x01# title\n\n- a\n- *b*\n", 2.0).trace
+    plain = ArcTracer([r for r in roots if r != package]).run(fn, b"\x01# title\n\n- a\n- *b*\n", 2.0).trace
+    assert len(trace) > 2 * len(plain)  # the block and inline rules live in other modules
