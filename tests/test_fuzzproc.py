@@ -98,7 +98,9 @@ def test_a_stopped_process_burns_no_cpu_and_resumes(tmp_path):
         while _state(pid) != "T" and time.monotonic() < deadline:
             time.sleep(0.01)
         assert _state(pid) == "T"  # stopped
+        cpu = fuzz_executor._cpu_s(pid)
         time.sleep(1.5)  # longer than any libFuzzer wall-clock timer would allow, were it on
+        assert fuzz_executor._cpu_s(pid) == cpu  # no CPU while stopped: the core is the engine's
         resumed = _turn(ex)
         assert resumed.execs > 0 and _pid(ex) == pid and resumed.stats["fuzz_runs"] == 0
         assert not [c for c in resumed.candidates if c.kind is not ExitKind.OK]
