@@ -188,7 +188,7 @@ def test_plan_auto_share_follows_productivity():
     plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 900, 10
     assert plan.share() == 0.97  # an engine that finds (almost) nothing: 3% of the time
     plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 10, 900
-    assert plan.share() == 0.2
+    assert plan.share() == 0.5  # the engine finds much more: at most half the time
 
 
 def test_slices_carry_deltas_acknowledged_by_commit():
