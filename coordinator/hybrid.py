@@ -6,13 +6,16 @@ slices through the AFL++ forkserver while ``fuzz.native_slices`` is on and the o
 afl-cc build: ``worker/executors/native_fuzz.py``; they play the fuzz slices' part below).
 Corpus entries are work items of the corpus stage (the engine), scheduled by ``Scheduler`` with the
 fuzzer's finds first; fuzz slices are transient work items made here on demand (not in the journal:
-a lost slice is simply not redone). Each slice carries the corpus entries and dictionary tokens of
+a lost slice is simply not redone). An Atheris slice is one *turn* of the worker's long-lived
+fuzzing process for the target (``worker/executors/fuzz.py``): it runs during the turn and is
+stopped between turns, so the slices' share is the share of the CPU that process gets. Each slice carries the corpus entries and dictionary tokens of
 its target that its rank has not acknowledged yet (a rank acknowledges by a committed slice result),
 as a ``protocol.fuzzslice`` spec.
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
-rate of first-found edges per busy second decides, clamped to [0.2, 0.8] (0.5 until both stages
-have run for a while). Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
+rate of first-found edges per busy second decides, clamped to [0.5, 0.97] (0.5 until both stages
+have run for a while): an engine that finds nothing gets 3% of the workers' time, one that finds
+much at most half. Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
 rank once less of the budget is left than the engine's mean task takes (that task would be
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
 at a time while the engine has work, so its other dispatch slots keep the engine's queue moving.
@@ -33,7 +36,9 @@ from symfence.protocol.options import NativeFuzzOptions
 from symfence.protocol.rules import is_token
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 
-_AUTO_MIN, _AUTO_MAX = 0.2, 0.8
+# The fuzz share: the engine's goes down to 3% where it finds nothing, and never above half (its
+# first-found edges per second overrate it: docs/benchmarks.md, "OSS-Fuzz harnesses", pygments).
+_AUTO_MIN, _AUTO_MAX = 0.5, 0.97
 _AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trusts the rates ...
 _AUTO_WARMUP_RESULTS = 3  # ... and results of each
 _MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
