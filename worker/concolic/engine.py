@@ -35,7 +35,13 @@ import z3
 from symfence.worker.concolic.dictionary import comparison_constants
 from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
-from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target, parse_module_list
+from symfence.worker.concolic.instrument import (
+    FALLBACKS,
+    Target,
+    TargetLoadError,
+    load_target,
+    parse_module_list,
+)
 from symfence.worker.concolic.loops import LoopExtension
 from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
@@ -169,7 +175,8 @@ class ConcolicEngine:
         wall0, cpu0 = time.perf_counter(), time.process_time()
         try:
             options = EngineOptions.from_mapping(task.options)
-            target = load_target(task.target, parse_module_list(options.instrument))
+            target = load_target(task.target, parse_module_list(options.instrument),
+                                 options.instrument_imports)
         except (ValueError, TargetLoadError) as exc:  # the task's fault: a short message
             outcome = Outcome(ExitKind.ERROR, error=f"{type(exc).__name__}: {exc}")
         else:
@@ -236,6 +243,8 @@ class _Search:
         if symbolic.recorder.sites != concrete.recorder.sites[: len(symbolic.recorder.sites)]:
             self.stats["path_mismatches"] += 1
         self._count_run(symbolic)
+        if task.target in FALLBACKS and self.options.instrument_imports:
+            self.stats["imports_not_instrumented"] += 1  # the library failed to import rewritten
         if not symbolic.recorder.sites:
             self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
         self._expand(symbolic)
