@@ -51,6 +51,9 @@ from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
 _MAX_KINDS = 24  # concretisation kinds reported per task (the rest add up in concretised_other)
+# A query with a regular-expression membership on its path (z3's string theory, ``relib``)
+# gets this many times solver_timeout_ms: z3 decides them in 0.05-0.5 s, bit-vectors in ms.
+_STRING_QUERY_FACTOR = 5
 
 
 class Progress(Protocol):
@@ -208,6 +211,7 @@ class _Search:
         self.pending: list[CandidateOut] = []  # crashes and hangs awaiting the plain replay
         self.false_findings: list[tuple[bytes, ExitKind, str]] = []
         self.loops = LoopExtension(self)  # loops that must run longer than the input lets them
+        self.query_ms = options.solver_timeout_ms  # this query's time-out (``_solve`` sets it)
 
     def _execute(self, data: bytes, *, symbolic: bool, timeout_s: float | None = None) -> Run:
         opts = self.options
@@ -368,6 +372,8 @@ class _Search:
         rec = prefix.rec
         cond, mask = rec.conds[index], rec.deps[index]
         flipped = z3.Not(cond) if rec.taken[index] else cond
+        strings = bool(rec.strings) and min(rec.strings) <= index
+        self.query_ms = self.options.solver_timeout_ms * (_STRING_QUERY_FACTOR if strings else 1)
         strict_mask, strict = prefix.groups.related(mask)
         loose_mask, relaxed = prefix.loose.related(strict_mask)
         if relaxed:
@@ -403,7 +409,7 @@ class _Search:
                  ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, int]:
         """One solve for a parent of length ``n``: result, model and the child's length."""
         solver = z3.SimpleSolver()
-        solver.set("timeout", self.options.solver_timeout_ms)
+        solver.set("timeout", self.query_ms)
         solver.add(*constraints)
         solver.add(flipped)
         new_length = n

@@ -5,8 +5,8 @@ compiled pattern, ``pos``/``endpos`` included) on a ``SymStr``/``SymBytes`` run 
 for the result, and record one implicit branch "the text is in the pattern's language"
 (``retheory``: ``InRe`` over the text's characters), so negating it makes the solver write text
 that matches (or stops matching). When the text runs to the end of the input, its length is
-part of the condition (up to ``_GROW`` characters longer), so a pattern may ask for a longer or
-shorter text. Each pattern gets its own site at a call site (a lexer trying many patterns at
+part of the condition: the text as it is, or as long as the pattern needs (up to ``_GROW``
+characters longer; as short as a fullmatch allows), so a pattern may ask for a longer or shorter text. Each pattern gets its own site at a call site (a lexer trying many patterns at
 one line). A match's groups, and the pieces ``split`` returns, are slices of the symbolic text
 at the concrete match's spans, so later tests on them (``int(m.group(1)) == 418``) are followed.
 
@@ -30,16 +30,19 @@ import z3
 from symfence.worker.concolic import symbolic as _sym
 from symfence.worker.concolic.retheory import (
     MAX_CHAR,
+    Translation,
     Unsupported,
     any_string,
     newline_or_nothing,
-    top_for,
+    domain_for,
+    literal_of,
     translate,
 )
 from symfence.worker.concolic.symbolic import SymInt, implicit_branch, note_concretised, value_of
 from symfence.worker.concolic.symseq import SymBytes, SymStr
 
 _GROW = 16  # characters a text running to the end of the input may grow by for a pattern
+_STEPS = (1, 4)  # and the longer texts always offered (within the pattern's widths)
 _MODES = ("match", "fullmatch", "search")
 _PROXIES = (SymStr, SymBytes)
 
@@ -63,11 +66,12 @@ def _span(n: int, pos: int, endpos: int | None) -> tuple[int, int]:
     return pos, max(end, pos)
 
 
-def _seq(text: Any, start: int, stop: int, grow: bool) -> tuple[z3.SeqRef, int]:
-    """The characters ``start .. stop`` of ``text`` as a z3 string (plus phantoms past the end
-    if ``grow``) and its deps. No range guards: the classes are cut at the text's ``top``, so a
-    character the solver picks beyond it never matches (at worst a divergence, never a wrong
-    path condition; a guard in the condition could be negated instead of the match)."""
+def _seq(text: Any, start: int, stop: int, extra: int) -> tuple[z3.SeqRef, int]:
+    """The characters ``start .. stop`` of ``text`` as a z3 string, plus ``extra`` phantoms past
+    its end (the input bytes a longer input would have), and its deps. No range guards: the
+    classes are cut to the text's domain, so a character the solver picks outside it never
+    matches (at worst a divergence, never a wrong path condition; a guard in the condition
+    could be negated instead of the match)."""
     parts: list[z3.SeqRef] = []
     deps = 0
     run: list[str] = []
@@ -78,8 +82,8 @@ def _seq(text: Any, start: int, stop: int, grow: bool) -> tuple[z3.SeqRef, int]:
             run.clear()
 
     items = list(text._items[start:stop])
-    if grow:
-        items.extend(text._phantoms(len(text._items), _GROW) or [])
+    if extra > 0:
+        items.extend(text._phantoms(len(text._items), extra) or [])
     for item in items:
         if isinstance(item, SymInt) and item.expr is not None:
             flush()
@@ -93,32 +97,65 @@ def _seq(text: Any, start: int, stop: int, grow: bool) -> tuple[z3.SeqRef, int]:
     return (parts[0] if len(parts) == 1 else z3.Concat(*parts)), deps
 
 
+def _lengths(t: Translation, size: int, mode: str, can_grow: bool) -> list[int]:
+    """The lengths of the text (its part from ``pos``) the condition offers besides its own:
+    the shortest a match needs if it is shorter, the longest a fullmatch allows if it is
+    longer, and a few steps longer (``_STEPS``) within the pattern's widths if the input can
+    grow; each is one fixed-length membership for z3."""
+    others: list[int] = []
+    if size < t.shortest:
+        if can_grow and t.shortest - size <= _GROW:
+            others.append(t.shortest)
+    elif mode == "fullmatch" and size > t.longest:
+        others.append(t.longest)
+    if can_grow:
+        others += [size + step for step in _STEPS
+                   if max(size, t.shortest) < size + step <= t.longest and size + step not in others]
+    return others
+
+
 def _condition(pattern: Any, text: Any, pos: int, endpos: int | None, mode: str) -> tuple[z3.BoolRef, int]:
-    """``text[pos:endpos]`` is matched by ``pattern`` in ``mode`` (match / fullmatch / search)."""
+    """``text[pos:endpos]`` is matched by ``pattern`` in ``mode`` (match / fullmatch / search).
+
+    A text that ends where the input ends: if the language is closed under extension (match
+    or search without ``$``), ``n`` characters in it (true for every longer input too) or
+    the text at one of ``_lengths``; otherwise ``len == n and (n characters in it)`` or
+    ``len == k and (k characters in it)`` for each ``k`` of ``_lengths``. Fixed-length
+    memberships are decided by z3 in milliseconds; a symbolic length (``str.substr``) takes
+    it seconds."""
     n = len(text._items)
     start, stop = _span(n, value_of(pos), None if endpos is None else value_of(endpos))
-    highest = max((value_of(x) for x in text._items), default=0)
-    if highest > MAX_CHAR:
+    values = {value_of(x) for x in text._items}
+    if values and max(values) > MAX_CHAR:
         raise Unsupported("char_beyond_z3")
-    top = top_for(highest)
-    t = translate(pattern.pattern, pattern.flags, top)
+    domain = domain_for(values)
+    t = translate(pattern.pattern, pattern.flags, domain)
     if t.at_start and start > 0:
         raise Unsupported("anchor_after_pos")
     if mode == "fullmatch":
         language = t.body
     else:
-        tail = {"": any_string(top), "$": newline_or_nothing(), "Z": z3.Re(z3.StringVal(""))}[t.at_end]
+        tail = {"": any_string(domain), "$": newline_or_nothing(), "Z": z3.Re(z3.StringVal(""))}[t.at_end]
         language = z3.Concat(t.body, tail)
         if mode == "search" and not t.at_start:
-            language = z3.Concat(any_string(top), language)
+            language = z3.Concat(any_string(domain), language)
+    seq, deps = _seq(text, start, stop, 0)
+    cond = z3.InRe(seq, language)
     length = text._len
-    open_end = (endpos is None or endpos >= n) and text._open and isinstance(length, SymInt) \
-        and length.expr is not None
-    seq, deps = _seq(text, start, stop, open_end)
-    if open_end:  # the text's length is the input's: a match may ask for a longer or shorter one
-        seq = z3.SubString(seq, 0, z3.BV2Int(length.term()) - start)
-        deps |= length.deps
-    return z3.InRe(seq, language), deps
+    if not ((endpos is None or endpos >= n) and text._open and isinstance(length, SymInt)
+            and length.expr is not None):
+        return cond, deps
+    closed = mode != "fullmatch" and t.at_end == ""
+    ln = length.term()
+    options = [cond if closed else z3.And(ln == n, cond)]
+    for other in _lengths(t, stop - start, mode, text._base is not None):
+        if other > stop - start:
+            other_seq, other_deps = _seq(text, start, stop, other - (stop - start))
+        else:
+            other_seq, other_deps = _seq(text, start, start + other, 0)
+        options.append(z3.And(ln == start + other, z3.InRe(other_seq, language)))
+        deps |= other_deps
+    return (options[0] if len(options) == 1 else z3.Or(*options)), deps | length.deps
 
 
 def _decide(frame: Any, pattern: Any, text: Any, pos: int, endpos: int | None, mode: str,
@@ -127,7 +164,7 @@ def _decide(frame: Any, pattern: Any, text: Any, pos: int, endpos: int | None, m
     if not _symbolic(text) or _sym._active is None:
         return
     try:
-        translate(pattern.pattern, pattern.flags, 0x7F)
+        translate(pattern.pattern, pattern.flags, ((0, 0x7F),))
     except Unsupported as exc:
         note_concretised(f"re.{exc.reason}")
         return
@@ -144,7 +181,11 @@ def _decide(frame: Any, pattern: Any, text: Any, pos: int, endpos: int | None, m
             note_concretised("re.model_error")
         return None
 
+    rec = _sym._active
+    before = len(rec.sites)
     implicit_branch(frame, taken, build, salt=_salt(pattern))
+    if rec.symbolic and len(rec.sites) > before and rec.conds[-1] is not None:
+        rec.strings.add(before)  # its queries get more solver time (engine)
 
 
 def _piece(text: Any, start: int, stop: int) -> Any:
@@ -208,6 +249,9 @@ def _split(pattern: Any, text: Any, maxsplit: int, frame: Any) -> list[Any]:
     plain = pattern.split(text, maxsplit)
     if not _symbolic(text):
         return plain
+    separator = literal_of(pattern.pattern, pattern.flags)
+    if separator:  # a plain separator: the modelled str/bytes.split scans it position by position
+        return text.split(separator, maxsplit or -1)
     _decide(frame, pattern, text, 0, None, "search", pattern.search(text) is not None)
     pieces: list[Any] = []
     last = 0

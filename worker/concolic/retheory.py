@@ -35,6 +35,8 @@ except ImportError:  # pragma: no cover - older Pythons
 
 import _sre
 
+_EXTRA_CASES: dict[int, tuple[int, ...]] = getattr(re._compiler, "_EXTRA_CASES", {})  # type: ignore[attr-defined]
+
 MAX_CHAR = 0x2FFFF  # z3's default Unicode range (``encoding=unicode``)
 _MAX_FOLDED_RANGE = 512
 Ranges = tuple[tuple[int, int], ...]
@@ -55,6 +57,8 @@ class Translation:
     body: z3.ReRef
     at_start: bool  # ``^`` or ``\\A`` first: a search only matches at the start
     at_end: str  # "" (no anchor), "$" (end or before a final newline) or "Z" (end only)
+    shortest: int  # the fewest characters a match spans
+    longest: int  # the most (``MAX_WIDTH`` or more: unbounded)
 
 
 def _normalise(ranges: list[tuple[int, int]]) -> Ranges:
@@ -76,6 +80,15 @@ def _complement(ranges: Ranges, top: int = MAX_CHAR) -> Ranges:
     if at <= top:
         out.append((at, top))
     return tuple(out)
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    out: list[tuple[int, int]] = []
+    for lo, hi in a:
+        for blo, bhi in b:
+            if blo <= hi and lo <= bhi:
+                out.append((max(lo, blo), min(hi, bhi)))
+    return _normalise(out)
 
 
 def _runs(values: list[int]) -> Ranges:
@@ -112,25 +125,23 @@ def _fold(v: int, unicode: bool) -> list[int]:
         return [v]
     low = _sre.unicode_tolower(v)
     folded = set(_fold_table().get(low, [v]))
-    for group in getattr(re._compiler, "_equivalences", ()):  # type: ignore[attr-defined]
-        if folded & set(group):
-            for member in group:
-                folded.update(_fold_table().get(_sre.unicode_tolower(member), [member]))
+    for extra in _EXTRA_CASES.get(low, ()):  # e.g. "s" and LATIN SMALL LETTER LONG S
+        folded.update(_fold_table().get(_sre.unicode_tolower(extra), [extra]))
     return sorted(folded)
 
 
 class _Translator:
-    def __init__(self, is_bytes: bool, flags: int, top: int) -> None:
+    def __init__(self, is_bytes: bool, flags: int, domain: Ranges) -> None:
         self.is_bytes = is_bytes
         self.flags = flags
-        self.top = top  # the highest code point the text can hold (classes are cut there)
+        self.domain = domain  # the code points the solver may write (classes are cut to them)
 
     @property
     def unicode(self) -> bool:
         return not self.is_bytes and not self.flags & re.ASCII
 
     def chars(self, ranges: Ranges) -> z3.ReRef:
-        parts = [z3.Range(chr(lo), chr(min(hi, self.top))) for lo, hi in ranges if lo <= self.top]
+        parts = [z3.Range(chr(lo), chr(hi)) for lo, hi in _intersect(ranges, self.domain)]
         if not parts:
             return z3.Empty(z3.ReSort(z3.StringSort()))
         return parts[0] if len(parts) == 1 else z3.Union(*parts)
@@ -165,14 +176,14 @@ class _Translator:
         for cat in categories:
             merged.extend(cat)
         result = _normalise(merged)
-        return _complement(result, self.top) if negate else result
+        return _complement(result) if negate else result
 
     def category(self, code: Any) -> Ranges:
         name = str(code).lower()
         for kind in ("digit", "space", "word"):
             if name.endswith("_" + kind):
                 ranges = _category(kind, self.unicode)
-                return _complement(ranges, self.top) if "_not_" in name else ranges
+                return _complement(ranges) if "_not_" in name else ranges
         raise Unsupported(f"category_{name}")
 
     def sequence(self, items: Any, top: bool = False) -> tuple[z3.ReRef, bool, str]:
@@ -201,11 +212,11 @@ class _Translator:
         if op is C.LITERAL:
             return self.chars(self.folded([(arg, arg)]))
         if op is C.NOT_LITERAL:
-            return self.chars(_complement(self.folded([(arg, arg)]), self.top))
+            return self.chars(_complement(self.folded([(arg, arg)])))
         if op is C.ANY:
             if self.flags & re.DOTALL:
-                return self.chars(((0, self.top),))
-            return self.chars(_complement(((10, 10),), self.top))
+                return self.chars(((0, MAX_CHAR),))
+            return self.chars(_complement(((10, 10),)))
         if op is C.IN:
             return self.chars(self.in_class(arg))
         if op is C.SUBPATTERN:
@@ -232,26 +243,57 @@ class _Translator:
         raise Unsupported(str(op).lower())
 
 
-def top_for(highest: int) -> int:
-    """The code point range a text whose highest character is ``highest`` is solved in: ASCII,
-    bytes or all of z3's (the fewer, the simpler the classes: Unicode ``\\d`` is 60 ranges)."""
-    return 0x7F if highest < 0x80 else 0xFF if highest < 0x100 else MAX_CHAR
+ALL: Ranges = ((0, MAX_CHAR),)
+_MAX_DOMAIN_EXTRAS = 64
+
+
+def domain_for(values: Any) -> Ranges:
+    """The code points the solver may write in a text holding ``values``: ASCII (Latin-1 if
+    one is beyond it), plus the text's own characters above that (its real value always
+    stays expressible). A smaller domain keeps the classes small (Unicode ``\\w`` is hundreds
+    of ranges, which z3 cannot solve in time); a character outside it never matches, so at
+    worst a child diverges, a path condition is never wrong."""
+    chars = set(values)
+    top = 0x7F if all(v < 0x80 for v in chars) else 0xFF
+    extras = sorted(v for v in chars if v > top)
+    if len(extras) > _MAX_DOMAIN_EXTRAS:
+        return ALL
+    return _normalise([(0, top), *((v, v) for v in extras)])
 
 
 @functools.lru_cache(maxsize=1024)
-def translate(pattern: str | bytes, flags: int, top: int = MAX_CHAR) -> Translation:
-    """The z3 form of ``re.compile(pattern, flags)`` on texts of code points up to ``top``;
-    raises ``Unsupported`` (and ``re.error``)."""
+def translate(pattern: str | bytes, flags: int, domain: Ranges = ALL) -> Translation:
+    """The z3 form of ``re.compile(pattern, flags)`` on texts of code points in ``domain``
+    (``domain_for``); raises ``Unsupported`` (and ``re.error``)."""
     if flags & re.LOCALE:
         raise Unsupported("locale")
     parsed = P.parse(pattern, flags)
-    translator = _Translator(isinstance(pattern, bytes), parsed.state.flags, top)
+    translator = _Translator(isinstance(pattern, bytes), parsed.state.flags, domain)
     body, at_start, at_end = translator.sequence(list(parsed.data), top=True)
-    return Translation(body, at_start, at_end)
+    shortest, longest = parsed.getwidth()
+    return Translation(body, at_start, at_end, shortest, longest)
 
 
-def any_string(top: int = MAX_CHAR) -> z3.ReRef:
-    return z3.Star(z3.Range(chr(0), chr(top)))
+@functools.lru_cache(maxsize=256)
+def literal_of(pattern: str | bytes, flags: int) -> str | bytes | None:
+    """The text a pattern of plain characters stands for (``";"``, ``", "``), else None."""
+    if flags & (re.IGNORECASE | re.LOCALE):
+        return None
+    try:
+        parsed = P.parse(pattern, flags)
+    except re.error:
+        return None
+    if parsed.state.flags & re.IGNORECASE or not parsed.data:
+        return None
+    if not all(op is C.LITERAL for op, _ in parsed.data):
+        return None
+    codes = [arg for _, arg in parsed.data]
+    return bytes(codes) if isinstance(pattern, bytes) else "".join(map(chr, codes))
+
+
+def any_string(domain: Ranges = ALL) -> z3.ReRef:
+    parts = [z3.Range(chr(lo), chr(hi)) for lo, hi in domain]
+    return z3.Star(parts[0] if len(parts) == 1 else z3.Union(*parts))
 
 
 def newline_or_nothing() -> z3.ReRef:

@@ -116,6 +116,7 @@ class Recorder:
     __slots__ = (
         "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
         "pins", "locations", "capped", "concretisations", "implicit", "ends", "on_length",
+        "strings",
     )
 
     def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
@@ -135,6 +136,7 @@ class Recorder:
         # indices of branches on the input length alone (``pos >= len(data)`` in a read loop):
         # negated whatever the bound, as the loop may need a longer input at any iteration
         self.on_length: set[int] = set()
+        self.strings: set[int] = set()  # branches whose condition is in z3's string theory (``re``)
 
     @property
     def wants_conditions(self) -> bool:
