@@ -16,10 +16,14 @@ class StampBug(Exception):
 
 
 def mix(key: int) -> int:
-    """A 32-bit bijective mix (xor-shift-multiply)."""
-    h = (key ^ (key >> 15)) & 0xFFFFFFFF
-    h = (h * 0x2C1B3C6D) & 0xFFFFFFFF
-    return h ^ (h >> 12)
+    """A 32-bit bijective mix (two xorshift32 rounds): libFuzzer's comparison hooks see its
+    result, never the key; z3 inverts it at once."""
+    h = key & 0xFFFFFFFF
+    for _ in range(2):
+        h ^= (h << 13) & 0xFFFFFFFF
+        h ^= h >> 17
+        h ^= (h << 5) & 0xFFFFFFFF
+    return h
 
 
 def read_record(data: bytes) -> tuple[int, str]:
