@@ -161,21 +161,21 @@ def harness_run(name: str, imports: bool, budget_s: float, out: Path) -> dict:
 
     def per_exec(fn: object) -> float:
         start = time.perf_counter()
-        for _ in range(20):
+        for _ in range(5):
             for data in sample:
                 execute(fn, data, symbolic=False, timeout_s=1.0, max_branches=2000)  # type: ignore[arg-type]
-        return (time.perf_counter() - start) / max(20 * len(sample), 1) * 1e6
+        return (time.perf_counter() - start) / max(5 * len(sample), 1) * 1e6
 
     traced_us = per_exec(target)
     plain = importlib.import_module(spec.partition(":")[0]).TestOneInput
     start = time.perf_counter()
-    for _ in range(20):
+    for _ in range(5):
         for data in sample:
             try:
                 plain(data)
             except Exception:  # noqa: BLE001 - a finding; the time is what counts here
                 pass
-    plain_us = (time.perf_counter() - start) / max(20 * len(sample), 1) * 1e6
+    plain_us = (time.perf_counter() - start) / max(5 * len(sample), 1) * 1e6
     s = result["stats"]
     kinds = sorted(((k[len("concretised_"):], v) for k, v in s.items() if k.startswith("concretised_")),
                    key=lambda kv: -kv[1])[:5]

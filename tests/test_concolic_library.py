@@ -105,6 +105,7 @@ def test_symbolic_values_survive_into_library_code(tmp_path: Path, monkeypatch: 
     for mask in run.recorder.deps:
         deps |= mask
     assert all(deps >> (j + 1) & 1 for j in range(8)), f"a byte no branch depends on: {deps:#b}"
+    assert not run.recorder.concretisations, run.recorder.concretisations  # dict.get: no hash()
     plain = execute(load_target("sf_lib_harness:TestOneInput", imports=False), b"cmd:42by",
                     symbolic=True, timeout_s=5, max_branches=200)
     assert len(plain.recorder.sites) < len(run.recorder.sites)  # len() and int() were blind

@@ -7,8 +7,8 @@ its code under test (``harness_imports``: the library an OSS-Fuzz harness fuzzes
 of them imported while the target loads), plus the modules named in the ``instrument`` option (and
 their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
 never to symfence, z3 or the modules the engine models itself. In those modules:
-- calls ``int.from_bytes(...)``, ``int(...)`` and ``type(x)`` go to helpers from
-  ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
+- calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` and ``x.get(k[, default])`` go to
+  helpers from ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
   ``x[k]`` to ``sym_getitem`` (a symbolic index into a constant table or dict);
 - a comparison used as a value (returned, stored, passed) rather than as a test is decided
   on the spot (``sym_truth``), so plain code receives a real ``bool``;
@@ -38,6 +38,7 @@ from symfence.worker.concolic.models import (
     instrumented_builtins,
     sym_contains,
     sym_from_bytes,
+    sym_get,
     sym_getitem,
     sym_int,
     sym_truth,
@@ -52,9 +53,10 @@ _CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__"}
 _IN = "__symfence_in__"
 _GETITEM = "__symfence_getitem__"
 _TRUTH = "__symfence_truth__"
+_GET = "__symfence_get__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
-           _TRUTH: sym_truth}
+           _TRUTH: sym_truth, _GET: sym_get}
 
 # Never rewritten: symfence and its solver, and what the engine models or runs on.
 NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", "types",
@@ -130,6 +132,10 @@ class _Rewriter(ast.NodeTransformer):
                 and (func.id != "type" or (len(node.args) == 1 and not node.keywords))):
             node.func = ast.copy_location(ast.Name(_CALL_REWRITES[func.id], ast.Load()), func)
             self.rewrites += 1
+        elif (isinstance(func, ast.Attribute) and func.attr == "get" and not node.keywords
+                and 1 <= len(node.args) <= 2 and not any(isinstance(a, ast.Starred) for a in node.args)):
+            self.rewrites += 1
+            return _call(_GET, [func.value, ast.Constant("get"), *node.args], node)
         return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:

@@ -340,6 +340,18 @@ def sym_getitem(container: Any, key: Any) -> Any:
     return container[key]
 
 
+def sym_get(container: Any, attr: str, *args: Any) -> Any:
+    """``container.get(key[, default])`` (instrumented ``x.get(...)`` calls): a symbolic key into
+    a plain dict is looked up as ``sym_getitem`` does (its membership a branch); anything else
+    is the object's own ``get``."""
+    if type(container) is dict and 1 <= len(args) <= 2 and isinstance(args[0], _PROXIES):
+        try:
+            return _dict_lookup(container, args[0], sys._getframe(1))
+        except KeyError:
+            return args[1] if len(args) == 2 else None
+    return getattr(container, attr)(*args)
+
+
 def _table_lookup(container: Any, key: SymInt, frame: Any) -> Any:
     n = len(container)
     v = key.value
