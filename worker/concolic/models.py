@@ -47,7 +47,6 @@ from symfence.worker.concolic.symbolic import (
     value_of,
     width_for,
 )
-from symfence.worker.concolic.relib import re_model
 from symfence.worker.concolic.symseq import SymBytes, SymStr, _Seq, sym_chr, sym_ord
 
 _PROXIES = (SymInt, SymBytes, SymStr)
@@ -868,6 +867,8 @@ def model_module(name: str) -> types.ModuleType | None:
         model.iter_unpack, model.Struct = iter_unpack, Struct  # type: ignore[attr-defined]
         model.pack = _counting(_struct.pack, "c_struct.pack")  # type: ignore[attr-defined]
     elif name == "re" and module is not None:
+        from symfence.worker.concolic.relib import re_model  # relib uses this module's helpers
+
         model = re_model(module, _copy_module)
     elif name == "atheris" and module is not None:
         model = _atheris_model(module)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import z3
 
 from symfence.worker.concolic import symbolic as _sym
+from symfence.worker.concolic.models import _counting
 from symfence.worker.concolic.retheory import (
     MAX_CHAR,
     Translation,
@@ -316,17 +317,6 @@ class SymPattern:
 
     def __deepcopy__(self, memo: Any) -> SymPattern:
         return self
-
-
-def _counting(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if any(isinstance(a, _PROXIES) for a in args) or any(isinstance(v, _PROXIES) for v in kwargs.values()):
-            note_concretised(kind)
-        return fn(*args, **kwargs)
-
-    wrapper.__name__ = getattr(fn, "__name__", kind)
-    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
-    return wrapper
 
 
 def _real(pattern: Any, flags: int) -> Any:
