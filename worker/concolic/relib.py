@@ -50,10 +50,15 @@ _PROXIES = (SymStr, SymBytes)
 
 def _symbolic(text: Any) -> bool:
     """Whether ``text`` is a proxy with input-derived items or length (the same in trace and
-    symbolic runs: never decided by whether a term exists)."""
-    return isinstance(text, _PROXIES) and (
-        any(isinstance(x, SymInt) for x in text._items)
-        or (text._open and isinstance(text._len, SymInt)))
+    symbolic runs: never decided by whether a term exists). Kept on the text: a lexer asks
+    for every pattern at every position."""
+    if not isinstance(text, _PROXIES):
+        return False
+    known = text.__dict__.get("_re_symbolic")
+    if known is None:
+        known = text._re_symbolic = (any(isinstance(x, SymInt) for x in text._items)
+                                     or (text._open and isinstance(text._len, SymInt)))
+    return bool(known)
 
 
 def _salt(pattern: Any) -> int:

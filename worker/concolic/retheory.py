@@ -261,15 +261,28 @@ def domain_for(values: Any) -> Ranges:
     return _normalise([(0, top), *((v, v) for v in extras)])
 
 
-@functools.lru_cache(maxsize=1024)
 def translate(pattern: str | bytes, flags: int, domain: Ranges = ALL) -> Translation:
     """The z3 form of ``re.compile(pattern, flags)`` on texts of code points in ``domain``
-    (``domain_for``); raises ``Unsupported`` (and ``re.error``)."""
+    (``domain_for``); raises ``Unsupported`` (and ``re.error``). Cached, refusals too (a lexer
+    tries the same patterns at every position)."""
+    made = _translate(pattern, flags, domain)
+    if isinstance(made, Unsupported):
+        raise made
+    return made
+
+
+@functools.lru_cache(maxsize=4096)
+def _translate(pattern: str | bytes, flags: int, domain: Ranges) -> Translation | Unsupported:
     if flags & re.LOCALE:
-        raise Unsupported("locale")
+        return Unsupported("locale")
     parsed = P.parse(pattern, flags)
     translator = _Translator(isinstance(pattern, bytes), parsed.state.flags, domain)
-    body, at_start, at_end = translator.sequence(list(parsed.data), top=True)
+    try:
+        body, at_start, at_end = translator.sequence(list(parsed.data), top=True)
+    except Unsupported as exc:
+        return exc
+    except RecursionError:
+        return Unsupported("too_deep")
     shortest, longest = parsed.getwidth()
     return Translation(body, at_start, at_end, shortest, longest)
 
