@@ -54,6 +54,11 @@ _MAX_KINDS = 24  # concretisation kinds reported per task (the rest add up in co
 # A query with a regular-expression membership on its path (z3's string theory, ``relib``)
 # gets this many times solver_timeout_ms: z3 decides them in 0.05-0.5 s, bit-vectors in ms.
 _STRING_QUERY_FACTOR = 5
+# A regex that did NOT match is left off the path of later queries, and at most this many that
+# did are kept: z3 turns each non-membership into a complement, and intersecting a lexer's
+# hundreds of them runs in its rewriter, which ignores the query's time-out (seen: sqlparse,
+# minutes in seq_rewriter::mk_re_complement). A child that breaks a dropped one diverges.
+_MAX_STRING_PREFIX = 8
 
 
 class Progress(Protocol):
@@ -131,6 +136,8 @@ class _Prefix:
         self.loose = _Groups()
         self._next_branch = 0
         self._next_pin = 0
+        self.strings = 0  # regex memberships on the path so far
+        self.strings_dropped = 0
 
     def advance(self, index: int) -> list[Pin]:
         """Add everything before branch ``index``; returns the pins added."""
@@ -149,8 +156,11 @@ class _Prefix:
             path = cond if rec.taken[i] else z3.Not(cond)
             if i in rec.on_length:
                 self.loose.add(path, mask)
+            elif i in rec.strings and (not rec.taken[i] or self.strings >= _MAX_STRING_PREFIX):
+                self.strings_dropped += 1  # see _MAX_STRING_PREFIX
             elif i not in rec.ends:
                 self.groups.add(path, mask)
+                self.strings += i in rec.strings
             self._next_branch += 1
 
 
@@ -212,6 +222,7 @@ class _Search:
         self.false_findings: list[tuple[bytes, ExitKind, str]] = []
         self.loops = LoopExtension(self)  # loops that must run longer than the input lets them
         self.query_ms = options.solver_timeout_ms  # this query's time-out (``_solve`` sets it)
+        self.prefix: _Prefix | None = None  # the path of the run being expanded
 
     def _execute(self, data: bytes, *, symbolic: bool, timeout_s: float | None = None) -> Run:
         opts = self.options
@@ -252,6 +263,8 @@ class _Search:
         if not symbolic.recorder.sites:
             self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
         self._expand(symbolic)
+        if self.prefix is not None and self.prefix.strings_dropped:
+            self.stats["regex_prefix_dropped"] += self.prefix.strings_dropped
         self._confirm_pending()
         return self._outcome(ExitKind.OK, trace)
 
@@ -306,7 +319,7 @@ class _Search:
         rec, opts, task = run.recorder, self.options, self.task
         self.tokens = comparison_constants(rec.conds, rec.sites)
         assert run.variables is not None
-        prefix = _Prefix(rec)
+        prefix = self.prefix = _Prefix(rec)
         prefix_hash = hash(("symfence", task.target))
         produced = {task.data}
         for i, (site, taken) in enumerate(zip(rec.sites, rec.taken)):
