@@ -54,10 +54,12 @@ _MAX_KINDS = 24  # concretisation kinds reported per task (the rest add up in co
 # A query with a regular-expression membership on its path (z3's string theory, ``relib``)
 # gets this many times solver_timeout_ms: z3 decides them in 0.05-0.5 s, bit-vectors in ms.
 _STRING_QUERY_FACTOR = 5
-# A regex that did NOT match is left off the path of later queries, and at most this many that
-# did are kept: z3 turns each non-membership into a complement, and intersecting a lexer's
-# hundreds of them runs in its rewriter, which ignores the query's time-out (seen: sqlparse,
-# minutes in seq_rewriter::mk_re_complement). A child that breaks a dropped one diverges.
+# z3 turns a regex non-membership into a complement, and complementing a large pattern (or
+# intersecting a lexer's hundreds of them) runs in its rewriter, which ignores the query's
+# time-out (seen: sqlparse, minutes in seq_rewriter::mk_re_complement). So no query holds one:
+# a regex that did not match is left off the path of later queries (a child that matches it
+# diverges), one that matched is never negated (the search asks for matches, not for their
+# failure), and at most this many matches stay on a path.
 _MAX_STRING_PREFIX = 8
 
 
@@ -327,7 +329,8 @@ class _Search:
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
             # the input may always grow (memo: once per prefix), at the end or under a loop's
             # length test (``rec.on_length``)
-            if i >= task.bound or i in rec.ends or i in rec.on_length:
+            if (i >= task.bound or i in rec.ends or i in rec.on_length) and not (
+                    taken and i in rec.strings):  # a regex that matched: see _MAX_STRING_PREFIX
                 if len(self.candidates) + len(self.pending) >= opts.max_candidates:
                     self.stats["candidate_cap_hits"] += 1
                     return
