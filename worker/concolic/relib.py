@@ -45,6 +45,11 @@ from symfence.worker.concolic.symseq import SymBytes, SymStr
 _GROW = 16  # characters a text running to the end of the input may grow by for a pattern
 _STEPS = (1, 4)  # and the longer texts always offered (within the pattern's widths)
 _MODES = ("match", "fullmatch", "search")
+# Beyond these, z3's sequence solver was seen to run minutes past the query time-out (the
+# email_validator and sqlparse harnesses): such a place is counted (re.long_text /
+# re.large_pattern) and not followed.
+_MAX_TEXT = 64
+_MAX_PATTERN = 100
 _PROXIES = (SymStr, SymBytes)
 
 
@@ -168,6 +173,12 @@ def _decide(frame: Any, pattern: Any, text: Any, pos: int, endpos: int | None, m
             taken: bool) -> None:
     """Record the branch "``text`` matches in ``mode``" (or count why it cannot be)."""
     if not _symbolic(text) or _sym._active is None:
+        return
+    if len(text._items) - value_of(pos) > _MAX_TEXT:
+        note_concretised("re.long_text")
+        return
+    if len(pattern.pattern) > _MAX_PATTERN:
+        note_concretised("re.large_pattern")
         return
     try:
         translate(pattern.pattern, pattern.flags, ((0, 0x7F),))
