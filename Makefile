@@ -58,7 +58,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint $(OSTAMP) afl
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -113,21 +113,44 @@ def crash_files(out: Path, name: str) -> list[Path]:
     return [p for p in folder.glob("*") if name in p.name] if folder.is_dir() else []
 
 
-def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:
-    """A ``run_campaign`` on_start hook: SIGINT the job (Ctrl-C: drain, summary, exit 0) as soon
-    as a crash file naming any of ``names`` exists, so a test costs seconds, not the budget."""
+def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[[subprocess.Popen], None]:
+    """A ``run_campaign`` on_start hook: Ctrl-C (SIGINT to the job's process group: rank 0 drains,
+    writes every output and its summary, exit 0) as soon as ``done()`` holds, or after ``cap_s``.
+
+    So a campaign waits for the event it is there for (a finding, a count, a state), however
+    loaded the machine, and no longer. ``done`` may read files being written: an OSError or
+    ValueError it raises counts as "not yet"."""
 
     def watch(proc: subprocess.Popen) -> None:
-        while proc.poll() is None:
-            if any(crash_files(out, name) for name in names):
-                os.killpg(proc.pid, signal.SIGINT)
-                return
+        deadline = None if cap_s is None else time.monotonic() + cap_s
+        while proc.poll() is None and (deadline is None or time.monotonic() < deadline):
+            try:
+                if done():
+                    break
+            except (OSError, ValueError):
+                pass
             time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
 
     def on_start(proc: subprocess.Popen) -> None:
         threading.Thread(target=watch, args=(proc,), daemon=True).start()
 
     return on_start
+
+
+def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:
+    """``stop_when`` a crash file naming any of ``names`` exists, so a test costs seconds, not the budget."""
+    return stop_when(lambda: any(crash_files(out, name) for name in names))
+
+
+def logged(out: Path, event: str, log: str = "coordinator.jsonl") -> list[dict[str, Any]]:
+    """The events named ``event`` in a running (or finished) campaign's log, so far."""
+    path = out / "logs" / log
+    if not path.exists():
+        return []
+    complete = path.read_text().split("\n")[:-1]  # a line being written has no newline yet
+    return [e for e in map(json.loads, filter(None, complete)) if e.get("event") == event]
 
 
 def synthetic_cfg(**sections: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ import pytest
 
 from tests.mpi_helpers import ROOT
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
 HELPER = '''
 import atheris

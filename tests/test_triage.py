@@ -144,6 +144,7 @@ def test_every_demo_and_example_crash_shrinks_to_at_most_twice_its_minimal_size(
 
 
 @pytest.mark.mpi
+@pytest.mark.heavy
 def test_campaign_keeps_distinct_bugs_minimizes_them_and_resumes_with_old_names(tmp_path):
     seeds = tmp_path / "seeds"
     seeds.mkdir()
