@@ -25,10 +25,15 @@ OMPI_PYTHON = str(OMPI_BIN / "python")
 
 def read_committed(out: Path) -> int:
     """The `committed` counter of a running campaign's fuzzer_stats (0 before the first write)."""
+    return read_stat(out, "committed")
+
+
+def read_stat(out: Path, key: str) -> int:
+    """One integer of a running campaign's fuzzer_stats (0 before its first write)."""
     try:
         from symfence.coordinator.stats import read_stats
 
-        return int(read_stats(out / "fuzzer_stats").get("committed", 0))
+        return int(read_stats(out / "fuzzer_stats").get(key, 0))
     except (OSError, ValueError):
         return 0
 
