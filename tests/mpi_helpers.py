@@ -97,9 +97,17 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable,
            "-m", "symfence.coordinator", "--config", str(config), "--out", str(out),
            *(["--no-status"] if no_status else []), *(extra_args or [])]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    done = run_job(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                   timeout_s=timeout_s, on_start=on_start)
+    return Run(done.returncode, done.stdout, done.stderr, out)
+
+
+def run_job(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
+            on_start: Callable[[subprocess.Popen], None] | None = None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in a process group of its own (so ``stop_when`` can Ctrl-C all of it); past
+    ``timeout_s`` the whole group is killed and the test fails with both output tails."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
     if on_start is not None:
         on_start(proc)
     try:
@@ -107,9 +115,9 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        raise AssertionError(f"campaign hung (> {timeout_s} s)\n"
+        raise AssertionError(f"job hung (> {timeout_s} s)\n"
                              f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}") from None
-    return Run(proc.returncode, stdout, stderr, out)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def crash_files(out: Path, name: str) -> list[Path]:

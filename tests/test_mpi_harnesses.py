@@ -14,7 +14,6 @@ folder, libFuzzer flags) finds both; the fuzz stage alone, on the same budget, f
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mpi_helpers import ROOT, stop_when
+from tests.mpi_helpers import ROOT, run_job, stop_when
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
@@ -93,19 +92,8 @@ def _run(folder: Path, *args: str, timeout_s: float = 120,
     """`symfence run ARGS` in `folder`; with `until`, Ctrl-C (SIGINT to its process group) once it holds."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = [sys.executable, "-m", "symfence", "run", *args]
-    proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL, start_new_session=True)
-    if until is not None:
-        stop_when(until)(proc)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        raise AssertionError(f"hung (> {timeout_s} s)\nstdout:\n{stdout[-3000:]}\n"
-                             f"stderr:\n{stderr[-3000:]}") from None
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    return run_job([sys.executable, "-m", "symfence", "run", *args], cwd=folder, env=env, timeout_s=timeout_s,
+                   on_start=stop_when(until) if until is not None else None)
 
 
 def _crashes(out: Path) -> list[str]:
