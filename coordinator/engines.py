@@ -123,6 +123,12 @@ class Stage:
     NATIVE_FUZZ = NATIVE_FUZZ
 
 
+def corpus_engine(name: str) -> EngineSpec | None:
+    """The engine that runs corpus entries for `name`: an engine's own spec, or a mode's corpus engine."""
+    mode = MODES.get(name)
+    return mode.corpus if mode is not None else ENGINES.get(name)
+
+
 def target_of(mode: str) -> TargetKind:
     """The kind of target a `campaign.executor` runs (that of its corpus engine)."""
     return MODES[mode].corpus.target

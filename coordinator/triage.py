@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 import structlog
 
-from symfence.coordinator.engines import ENGINES, TargetKind
+from symfence.coordinator.engines import TargetKind, corpus_engine
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.crashid import CrashIdentity, code_under_test, identity_from_detail
@@ -62,7 +62,7 @@ class Triage:
         self.journal = journal
         self.base_executor = base_executor
         self.base_options = dict(base_options)
-        spec = ENGINES.get(base_executor)  # the corpus engine: can its findings be minimized?
+        spec = corpus_engine(base_executor)  # (an engine, or a mode: its corpus engine) minimizable?
         self.enabled = minimize and spec is not None and spec.minimize
         self.budget_s = budget_s
         self.known: set[tuple[str, str]] = set()  # (target, identity key)
@@ -82,7 +82,7 @@ class Triage:
 
     @property
     def python(self) -> bool:
-        spec = ENGINES.get(self.base_executor)
+        spec = corpus_engine(self.base_executor)
         return spec is not None and spec.target is TargetKind.PYTHON
 
     def identity(self, detail: str, target: str, trace: Iterable[int] | None = None, *,

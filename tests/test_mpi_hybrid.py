@@ -59,7 +59,9 @@ def test_fuzz_slice_end_to_end(tmp_path):
 
 def test_hybrid_campaign_on_plistlib_runs_to_budget_and_grows(tmp_path):
     targets = ["tests.hybrid_targets:plist", "examples.magic_header:target"]
-    run = run_campaign(tmp_path, _cfg("hybrid", targets, 12), ranks=3, timeout_s=180)
+    # 18 s: with the long-lived fuzz process the first turn (2 s) brings most of plistlib's shallow
+    # edges at once; at 12 s the rest of the budget after its first third grew nothing in 2 of 7 runs.
+    run = run_campaign(tmp_path, _cfg("hybrid", targets, 18), ranks=3, timeout_s=180)
     assert run.code == 0, run.explain()
     assert "campaign finished: duration reached" in run.stdout  # never "work exhausted"
     s = run.stats()
