@@ -7,6 +7,12 @@ input still crashes (the traceback of this run, and whether the crash identity i
 or still hangs; it passes once the bug is fixed. The option may be given several times. A
 directory that is not a campaign is a usage error. The plugin imports nothing of symfence until
 the option is used, so it costs nothing in other pytest runs.
+
+Without any option, every ``crash-*`` file of a regressions folder (a file next to a
+``target.json``, as ``symfence ci`` writes them under ``tests/fuzz_regressions/<harness>/``) that
+pytest's collection walks over is one test case, ``tests/fuzz_regressions/fuzz_x/crash-...``: the
+input replayed on the plain harness in a fresh interpreter; it fails while the input crashes or
+hangs and passes once the bug is fixed (``tools/regressions.py``).
 """
 
 from __future__ import annotations
@@ -80,3 +86,43 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             items.append(SavedFindingItem.from_parent(
                 session, name=f"{root.name}::{f.label}", nodeid=f"symfence-replay/{root.name}::{f.label}",
                 path=root, runner=runner, finding=f))
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if not file_path.name.startswith("crash-") or not (file_path.parent / "target.json").is_file():
+        return None
+    return RegressionFile.from_parent(parent, path=file_path)
+
+
+class RegressionFile(pytest.File):
+    """A reproducer kept by ``symfence ci``: one test case."""
+
+    def collect(self):  # noqa: ANN201
+        yield RegressionItem.from_parent(self, name="replay")
+
+
+class RegressionItem(pytest.Item):
+    def runtest(self) -> None:
+        from symfence.tools.regressions import RegressionTarget, harness_on_path
+        from symfence.worker.concolic.replay import Verdict, replay_plain
+
+        spec = RegressionTarget.read(self.path.parent)
+        if not spec.harness.is_file():
+            raise RuntimeError(f"{self.path}: its harness {spec.harness} is gone (edit target.json)")
+        data = self.path.read_bytes()
+        with harness_on_path(spec.harness):
+            run = replay_plain(spec.target, data, 10.0)
+        if run.verdict is Verdict.RAN_FINE:
+            return
+        if run.verdict is Verdict.UNKNOWN:
+            raise RuntimeError(f"{self.path.name} of {spec.target} could not be replayed: {run.detail.strip()}")
+        raise SavedFindingFailed(f"{self.path.name} ({spec.target}) still {run.verdict.value}\n"
+                                 f"input ({len(data)} bytes): {data[:200]!r}\n{run.detail.rstrip()}")
+
+    def repr_failure(self, excinfo, style=None):  # noqa: ANN001, ANN201
+        if isinstance(excinfo.value, SavedFindingFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):  # noqa: ANN201
+        return self.path, None, f"symfence regression {self.path.name}"
