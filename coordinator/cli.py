@@ -351,6 +351,7 @@ def _ci_parser(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
     ci = sub.add_parser("ci", help="fuzz the repository's harnesses for a budget; exit 1 only for crashes"
                                    " the base revision does not have (SARIF, regression files)")
     ci.add_argument("harnesses", nargs="*", metavar="HARNESS.py", help="default: every tracked fuzz_*.py")
+    ci.add_argument("--config", metavar="FILE", help="fuzz a campaign config's targets instead of harness files")
     ci.add_argument("--base", metavar="REF", help="the base revision: its crashes are known, not new")
     ci.add_argument("--budget", type=float, default=600.0, help="seconds of fuzzing per harness (default 600)")
     ci.add_argument("--corpus", metavar="DIR", help="corpus folders DIR/<harness stem> (default fuzz-corpus)")

@@ -103,19 +103,20 @@ class RegressionFile(pytest.File):
 
 class RegressionItem(pytest.Item):
     def runtest(self) -> None:
-        from symfence.tools.regressions import RegressionTarget, harness_on_path
+        from symfence.tools.regressions import RegressionTarget, on_path
         from symfence.worker.concolic.replay import Verdict, replay_plain
 
         spec = RegressionTarget.read(self.path.parent)
-        if not spec.harness.is_file():
-            raise RuntimeError(f"{self.path}: its harness {spec.harness} is gone (edit target.json)")
+        if not spec.path.is_dir():
+            raise RuntimeError(f"{self.path}: its folder {spec.path} is gone (edit target.json)")
         data = self.path.read_bytes()
-        with harness_on_path(spec.harness):
+        with on_path(spec):
             run = replay_plain(spec.target, data, 10.0)
         if run.verdict is Verdict.RAN_FINE:
             return
         if run.verdict is Verdict.UNKNOWN:
-            raise RuntimeError(f"{self.path.name} of {spec.target} could not be replayed: {run.detail.strip()}")
+            raise RuntimeError(f"{self.path.name} of {spec.target} could not be replayed:"
+                               f" {run.detail.strip()}")
         raise SavedFindingFailed(f"{self.path.name} ({spec.target}) still {run.verdict.value}\n"
                                  f"input ({len(data)} bytes): {data[:200]!r}\n{run.detail.rstrip()}")
 

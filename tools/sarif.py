@@ -71,14 +71,16 @@ def document(crashes: Iterable[Any], root: Path) -> dict[str, Any]:
             "id": c.identity,
             "name": "FuzzCrash",
             "shortDescription": {"text": f"crash {c.identity}"[:1000]},
-            "fullDescription": {"text": f"A crash found by fuzzing {c.target}, identity {c.identity}"},
+            "fullDescription": {"text": f"A crash found by fuzzing {c.target.spec.target},"
+                                        f" identity {c.identity}"},
             "defaultConfiguration": {"level": "error"},
             "helpUri": "https://github.com/symfence/symfence/blob/main/docs/ci.md",
         })
         repro = c.reproducer.resolve().relative_to(root.resolve()).as_posix() if c.reproducer else ""
-        text = f"{c.target}: {last_line(c.detail)} (identity {c.identity})"
+        text = f"{c.target.spec.target}: {last_line(c.detail)} (identity {c.identity})"
         if repro:
             text += f"; reproducer {repro}; reproduce: {c.command}"
+        fingerprint = hashlib.sha1(c.identity.encode()).hexdigest()
         result: dict[str, Any] = {
             "ruleId": c.identity,
             "ruleIndex": list(rules).index(c.identity),
@@ -86,8 +88,8 @@ def document(crashes: Iterable[Any], root: Path) -> dict[str, Any]:
             "kind": "fail",
             "message": {"text": text},
             "locations": [_location(f) for f in c.frames],
-            "partialFingerprints": {"symfenceCrashIdentity/v1": hashlib.sha1(c.identity.encode()).hexdigest()},
-            "properties": {"target": c.target, "reproduce": c.command},
+            "partialFingerprints": {"symfenceCrashIdentity/v1": fingerprint},
+            "properties": {"target": c.target.spec.target, "reproduce": c.command},
         }
         if repro:
             result["relatedLocations"] = [{"id": 0, "physicalLocation": {
