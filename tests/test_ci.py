@@ -108,13 +108,15 @@ def _pytest(repo: Path) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(240)
 def test_ci_reports_only_the_new_crash_and_keeps_it_as_a_failing_test(tmp_path: Path) -> None:
     repo = _make_repo(tmp_path / "repo")
-    on_base = tmp_path / "on-base"
+    on_base, nightly = tmp_path / "on-base", tmp_path / "nightly"
     _git(tmp_path, "clone", "-q", str(repo), str(on_base))
     _git(on_base, "checkout", "-q", "base")
-    # Both runs side by side: the pull request against its base, and the base against itself.
-    pr, base = _ci(repo, "--base", "base"), _ci(on_base, "--base", "base")
+    _git(tmp_path, "clone", "-q", str(repo), str(nightly))
+    # Side by side: the pull request against its base, the base against itself, a batch run.
+    pr, base, batch = _ci(repo, "--base", "base"), _ci(on_base, "--base", "base"), _ci(nightly, "--batch")
     pr_out, pr_err = pr.communicate(timeout=200)
     base_out, base_err = base.communicate(timeout=200)
+    batch_out, batch_err = batch.communicate(timeout=200)
     assert pr.returncode == ci.EXIT_NEW, pr_out + pr_err
     new = [line for line in pr_out.splitlines() if line.startswith("NEW")]
     known = [line for line in pr_out.splitlines() if line.startswith("KNOWN")]
@@ -135,6 +137,13 @@ def test_ci_reports_only_the_new_crash_and_keeps_it_as_a_failing_test(tmp_path: 
     assert repro.startswith("tests/fuzz_regressions/fuzz_mylib/crash-")
     assert (repo / repro).read_bytes().startswith(b"N")
     assert not json.loads((on_base / "out" / "ci" / "symfence.sarif").read_text())["runs"][0]["results"]
+
+    # --batch: crashes do not fail it, nothing is written for pytest, the corpus is cmin'ed in place
+    # (the crashing seeds left out, as afl-cmin does; the rest kept).
+    assert batch.returncode == ci.EXIT_OK, batch_out + batch_err
+    assert "entries after cmin" in batch_out and not (nightly / "tests").exists()
+    kept = sorted(p.read_bytes() for p in (nightly / "fuzz-corpus" / "fuzz_mylib").iterdir())
+    assert kept and b"N-newer" not in kept and b"O-older" not in kept, kept
 
     # The regression file fails a plain pytest run until the bug is fixed, then passes.
     failing = _pytest(repo)

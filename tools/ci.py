@@ -292,12 +292,14 @@ def judge(root: Path, job: Job, out: Path, base: Path | None, folder: Path | Non
     return list(reports.values())
 
 
-def grow_corpus(out: Path, corpus: Path) -> int:
+def grow_corpus(job: Job, out: Path, corpus: Path) -> int:
     """``symfence cmin`` of the campaign's corpus into ``corpus`` (replacing it); entries kept."""
+    paths = [str(t.spec.path) for t in job.targets]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory(prefix="symfence-cmin-") as tmp:
         kept = Path(tmp) / "kept"
         proc = subprocess.run([sys.executable, "-m", "symfence", "cmin", str(out), "--to", str(kept)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=env)
         files = [p for p in kept.rglob("*") if p.is_file()] if kept.is_dir() else []
         if proc.returncode or not files:
             print(f"symfence ci: cmin of {out} kept nothing (exit {proc.returncode}):"
@@ -371,7 +373,7 @@ def run_ci(args) -> int:  # noqa: ANN001 - argparse.Namespace
             reports += judge(root, job, out_root / job.name, base, None if args.batch else folder)
     if args.batch:
         for job in jobs:
-            kept = grow_corpus(out_root / job.name, corpus_root / job.name)
+            kept = grow_corpus(job, out_root / job.name, corpus_root / job.name)
             print(f"symfence ci: corpus {corpus_root / job.name}: {kept} entries after cmin")
     new = [r for r in reports if r.status is Status.NEW]
     sarif.write(sarif_path, new, root)
