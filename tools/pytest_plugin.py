@@ -28,7 +28,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="make each crash and hang saved in the campaign output OUT a test case (repeatable)")
 
 
-class SavedFindingItem(pytest.Item):
+class _ReplayItem(pytest.Item):
+    """A replayed input: a failure is shown as the replay's account, without pytest's traceback."""
+
+    def repr_failure(self, excinfo, style=None):  # noqa: ANN001, ANN201
+        if isinstance(excinfo.value, SavedFindingFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+
+class SavedFindingItem(_ReplayItem):
     def __init__(self, *, runner, finding, **kwargs) -> None:  # noqa: ANN001
         super().__init__(**kwargs)
         self.runner = runner
@@ -49,11 +58,6 @@ class SavedFindingItem(pytest.Item):
         ident = f"{row.saved} -> {row.identity}" if row.now is Now.DIFFERENT else row.identity
         raise SavedFindingFailed(f"{f.label} ({f.target}) {row.now.value}: {ident}\n"
                                  f"input ({len(f.data)} bytes): {f.data[:200]!r}\n{row.detail.rstrip()}")
-
-    def repr_failure(self, excinfo, style=None):  # noqa: ANN001, ANN201
-        if isinstance(excinfo.value, SavedFindingFailed):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):  # noqa: ANN201
         return self.path, None, f"symfence replay {self.finding.label}"
@@ -101,7 +105,7 @@ class RegressionFile(pytest.File):
         yield RegressionItem.from_parent(self, name="replay")
 
 
-class RegressionItem(pytest.Item):
+class RegressionItem(_ReplayItem):
     def runtest(self) -> None:
         from symfence.tools.regressions import RegressionTarget, on_path
         from symfence.worker.concolic.replay import Verdict, replay_plain
@@ -119,11 +123,6 @@ class RegressionItem(pytest.Item):
                                f" {run.detail.strip()}")
         raise SavedFindingFailed(f"{self.path.name} ({spec.target}) still {run.verdict.value}\n"
                                  f"input ({len(data)} bytes): {data[:200]!r}\n{run.detail.rstrip()}")
-
-    def repr_failure(self, excinfo, style=None):  # noqa: ANN001, ANN201
-        if isinstance(excinfo.value, SavedFindingFailed):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):  # noqa: ANN201
         return self.path, None, f"symfence regression {self.path.name}"
