@@ -95,7 +95,7 @@ def _make_repo(path: Path) -> Path:
 
 
 def _ci(repo: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([*SYMFENCE, "ci", "--budget", "60", "--max-crashes", "2", "-n", "3", *args],
+    return subprocess.Popen([*SYMFENCE, "ci", "--budget", "60", "--max-crashes", "2", "-n", "2", *args],
                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -197,3 +197,17 @@ def test_ci_dockerfile_builds_where_a_container_engine_runs() -> None:
     build = subprocess.run([docker, "build", "-f", str(dockerfile), "-t", "symfence-ci-test", str(ROOT)],
                            capture_output=True, text=True, timeout=1200)
     assert build.returncode == 0, build.stderr[-2000:]
+
+
+def test_a_config_is_run_with_the_budget_as_its_duration(tmp_path: Path) -> None:
+    import tomllib
+
+    demo = ROOT / "configs" / "demo.toml"
+    written = ci.budgeted_config(demo, tmp_path, 7.0)
+    got, want = tomllib.loads(written.read_text()), tomllib.loads(demo.read_text())
+    assert got["campaign"]["duration_s"] == 7.0
+    got["campaign"]["duration_s"] = want["campaign"]["duration_s"]
+    assert got == want  # every other key, nested tables included, as it was
+    job = ci.config_job(ROOT, ROOT / "configs" / "demo.toml")
+    assert [t.name for t in job.targets] == ["wave_header", "zip_archive"]
+    assert job.targets[0].spec.target == "examples.parsers.wave_header:target" and job.targets[0].exists()
