@@ -8,13 +8,16 @@ keep-going wrapper instead: an exception escaping it is recorded once per signat
 type + innermost frame, as symfence dedupes crashes) by writing the input to CRASH_DIR, and the
 run goes on. A run longer than ``EXEC_TIMEOUT_S`` is interrupted (SIGALRM) and its input saved
 under CRASH_DIR/hangs. The caller (bench.bench_parsers) restarts the driver if libFuzzer itself
-stops early (e.g. out of memory) until the budget is used.
+stops early (e.g. out of memory) until the budget is used. ``SYMFENCE_ATHERIS_HOOKS`` (comma
+separated, e.g. ``RegEx,str``) turns on those Atheris hooks (``atheris.enabled_hooks``) before the
+import: ``bench_harnesses --variants`` measures what they pay.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import signal
 import sys
 import traceback
@@ -43,6 +46,8 @@ def main() -> None:
     spec, crash_dir = sys.argv[1], Path(sys.argv[2])
     del sys.argv[1:3]
     module_name, _, function_name = spec.partition(":")
+    for hook in filter(None, os.environ.get("SYMFENCE_ATHERIS_HOOKS", "").split(",")):
+        atheris.enabled_hooks.add(hook)
     with atheris.instrument_imports():
         module = importlib.import_module(module_name)
     harness = getattr(module, function_name)

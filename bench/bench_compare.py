@@ -635,7 +635,7 @@ def goals(ran: dict[str, Any], info: dict[str, Any]) -> list[list[Any]]:
 # ---------------------------------------------------------------------------- main
 
 def ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
+    return tuple(int(x) for x in text.split(",") if x.strip() and x.strip() != "auto")  # (auto always runs)
 
 
 def main(argv: list[str] | None = None) -> int:

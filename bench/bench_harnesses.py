@@ -1,16 +1,29 @@
-"""OSS-Fuzz-style Atheris harnesses, unchanged: `symfence run fuzz_x.py` (hybrid) against Atheris alone.
+"""OSS-Fuzz-style Atheris harnesses, unchanged: `symfence run fuzz_x.py` (hybrid) against Atheris alone, side by side.
 
-``python -m bench.bench_harnesses [--budget S] [--harnesses fuzz_x ...]`` runs every harness of
-``examples/harnesses`` (the packages of the ``bench`` extra) twice with the same budget on the
-same cores: the drop-in command ``symfence run examples/harnesses/fuzz_x.py -max_total_time=S
---ranks 3`` (hybrid: 2 worker ranks) and plain Atheris as a user runs it, 2 processes on one
-corpus folder (``bench.bench_parsers.run_atheris``: ``bench/atheris_driver.py``, keep-going).
-One yardstick for both: one coverage.py replay of each run's output corpus and crashes over the
-package under test (``bench/parser_replay.py``): lines covered (and added: beyond what importing
-and one empty input cover), distinct unexpected exceptions.
-Also: fuzz-stage executions per worker-second (symfence: ``fuzz_execs / fuzz_busy_s``; Atheris:
-executions / (2 x budget)) and the engine's ``concolic_edges_first``. Results go to
-``bench/results/harnesses.{json,md}``.
+``python -m bench.bench_harnesses [--budget S] [--harnesses fuzz_x ...]`` runs, for every harness of
+``examples/harnesses`` (the packages of the ``bench`` extra), both sides AT THE SAME TIME on the
+same cores with the same budget: the drop-in command ``symfence run examples/harnesses/fuzz_x.py
+-max_total_time=S --ranks 3`` (hybrid: 2 worker ranks) and plain Atheris as a user runs it, 2
+processes on one corpus folder (``bench.bench_parsers.run_atheris``: ``bench/atheris_driver.py``,
+keep-going), each Atheris process in a session of its own as symfence's fuzzing processes are (with
+the kernel's autogroup scheduling a session is a scheduling group: otherwise symfence's processes
+would get more CPU than Atheris's in the side-by-side run). Every figure is end to end, wall time,
+start-up and shutdown included:
+
+- execs ratio: symfence's fuzz-stage executions per worker per wall second (``fuzz_execs / (2 x
+  wall)``, the wall time of the whole ``symfence run``) against Atheris's executions per process
+  per wall second (``execs / (2 x wall)``, the wall time of its run, instrumented import included);
+- lines ratio: lines added (beyond what importing and one empty input cover) by one coverage.py
+  replay of each run's output corpus and crashes over the package under test
+  (``bench/parser_replay.py``), hybrid / Atheris;
+- the engine's share of first-found edges (``concolic_edges_first / (concolic + fuzz)``).
+
+Goals (issue 27), each printed as met/missed with its figures: execs ratio >= 0.9 on every
+harness; lines ratio >= 1.0 on every harness and median >= 1.3; engine share >= 10% on at least
+three harnesses. ``uptime``'s load average is recorded before and after. Results go to
+``bench/results/harnesses.{json,md}``. ``--variants`` instead runs Atheris alone three ways at
+once per harness (plain, ``-use_value_profile=1``, the ``RegEx``/``str`` hooks) and compares the
+lines each corpus adds (``bench/results/harness_variants.{json,md}``).
 """
 
 from __future__ import annotations
@@ -18,10 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,19 +54,33 @@ HARNESSES: dict[str, tuple[str, bool]] = {
     "fuzz_jmespath": ("jmespath", True),
     "fuzz_dateutil": ("dateutil", True),
     "fuzz_idna": ("idna", True),
+    "fuzz_pygments": ("pygments", True),
+    "fuzz_markdown_it": ("markdown_it", True),
     "fuzz_pyasn1": ("pyasn1", False),
     "fuzz_email_validator": ("email_validator", False),
+    "fuzz_simplejson": ("simplejson", False),
+    "fuzz_networkx_graphml": ("networkx", False),
+    "fuzz_networkx_graph6": ("networkx", False),
 }
+EXECS_GOAL, LINES_GOAL, MEDIAN_GOAL, ENGINE_SHARE_GOAL, ENGINE_HARNESSES_GOAL = 0.9, 1.0, 1.3, 0.10, 3
+WORKERS = 2
+
+
+def uptime() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def run_hybrid(tmp: Path, name: str, budget_s: float) -> dict[str, Any]:
     out = tmp / "out"
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    start = time.time()
+    start, t0 = time.time(), time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "symfence", "run", str(HARNESS_DIR / f"{name}.py"),
-                           f"-max_total_time={budget_s:g}", "--ranks", "3", "--out", str(out), "--no-status"],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=budget_s + 240,
+                           f"-max_total_time={budget_s:g}", "--ranks", str(WORKERS + 1), "--out", str(out),
+                           "--no-status"],
+                          cwd=tmp, env=env, capture_output=True, text=True, timeout=budget_s + 600,
                           stdin=subprocess.DEVNULL)
+    wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"symfence run {name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     stats = {}
@@ -59,60 +88,171 @@ def run_hybrid(tmp: Path, name: str, budget_s: float) -> dict[str, Any]:
         key, _, value = line.partition(":")
         stats[key.strip()] = value.strip()
     files = [p for d in ("queue", "crashes") for p in sorted((out / d).glob("*")) if p.is_file()]
-    busy = float(stats.get("fuzz_busy_s", 0) or 0)
-    return {"start": start, "wall_s": round(time.time() - start, 1), "files": files,
-            "execs": int(float(stats.get("execs_done", 0))),
-            "fuzz_execs_per_worker_s": round(int(stats.get("fuzz_execs", 0)) / busy) if busy else 0,
-            "concolic_edges_first": int(stats.get("concolic_edges_first", 0)),
-            "concolic_crashes": int(stats.get("concolic_crashes", 0))}
+    fuzz_execs = int(float(stats.get("fuzz_execs", 0) or 0))
+    cc_edges, fz_edges = int(stats.get("concolic_edges_first", 0)), int(stats.get("fuzz_edges_first", 0))
+    return {"start": start, "wall_s": round(wall, 1), "files": files, "fuzz_execs": fuzz_execs,
+            "execs_per_worker_s": round(fuzz_execs / (WORKERS * wall), 1),
+            "concolic_edges_first": cc_edges, "fuzz_edges_first": fz_edges,
+            "engine_share": round(cc_edges / (cc_edges + fz_edges), 3) if cc_edges + fz_edges else 0.0,
+            "concolic_busy_s": float(stats.get("concolic_busy_s", 0) or 0),
+            "fuzz_busy_s": float(stats.get("fuzz_busy_s", 0) or 0),
+            "fuzz_share": stats.get("fuzz_share", "")}
+
+
+def side_by_side(tmp: Path, name: str, spec: str, budget_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both sides at once on the same cores: the load either sees, the other sees too."""
+    got: dict[str, Any] = {}
+
+    def atheris_side() -> None:
+        try:
+            t0 = time.monotonic()
+            run = run_atheris(tmp / "atheris", spec, budget_s, WORKERS, own_sessions=True)
+            run["wall_s"] = round(time.monotonic() - t0, 1)
+            got["atheris"] = run
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            got["atheris_error"] = exc
+
+    thread = threading.Thread(target=atheris_side)
+    thread.start()
+    (tmp / "hybrid").mkdir(parents=True)
+    hybrid = run_hybrid(tmp / "hybrid", name, budget_s)
+    thread.join()
+    if "atheris_error" in got:
+        raise SystemExit(f"Atheris on {name} failed: {got['atheris_error']}")
+    atheris = got["atheris"]
+    atheris["execs_per_worker_s"] = round(atheris["execs"] / (WORKERS * atheris["wall_s"]), 1)
+    return hybrid, atheris
+
+
+# Atheris alone with one option each, side by side (``--variants``): what each pays on its own.
+VARIANTS: dict[str, tuple[list[str], str]] = {  # name -> (libFuzzer flags, Atheris hooks)
+    "plain": ([], ""),
+    "value_profile": (["-use_value_profile=1"], ""),
+    "hooks": ([], "RegEx,str"),
+}
+
+
+def variants(names: list[str], budget_s: float) -> None:
+    """One Atheris process per variant, all at once, per harness; lines added by each corpus."""
+    rows, runs = [], {}
+    load_before = uptime()
+    with tempfile.TemporaryDirectory(prefix="bench-variants-") as tmpdir:
+        for name in names:
+            package, _ = HARNESSES[name]
+            spec = f"examples.harnesses.{name}:TestOneInput"
+            tmp = Path(tmpdir) / name
+            procs, start = {}, time.time()
+            for variant, (flags, hooks) in VARIANTS.items():
+                folder = tmp / variant
+                (folder / "corpus").mkdir(parents=True)
+                (folder / "crashes").mkdir()
+                env = {**os.environ, "SYMFENCE_ATHERIS_HOOKS": hooks,
+                       "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT_DIR), os.environ.get("PYTHONPATH")) if p)}
+                cmd = [sys.executable, "-m", "bench.atheris_driver", spec, str(folder / "crashes"),
+                       f"-max_total_time={budget_s:g}", "-print_final_stats=1", "-timeout=30",
+                       f"-artifact_prefix={folder / 'crashes'}/", *flags, str(folder / "corpus")]
+                procs[variant] = (subprocess.Popen(cmd, cwd=ROOT_DIR, env=env, stdout=subprocess.DEVNULL,
+                                                   stderr=(folder / "log").open("w")), time.monotonic())
+            (tmp / "empty").write_bytes(b"")
+            base = _replay(spec, package, {"start": time.time(), "files": [tmp / "empty"]}, tmp)["lines"]
+            runs[name] = {}
+            for variant, (proc, t0) in procs.items():
+                proc.wait(timeout=budget_s + 600)
+                wall = time.monotonic() - t0
+                folder = tmp / variant
+                found = re.findall(r"stat::number_of_executed_units: (\d+)", (folder / "log").read_text(errors="replace"))
+                files = sorted((folder / "corpus").glob("*")) + sorted(p for p in (folder / "crashes").glob("*") if p.is_file())
+                added = _replay(spec, package, {"start": start, "files": files}, folder)["lines"] - base
+                runs[name][variant] = {"execs": int(found[-1]) if found else 0, "wall_s": round(wall, 1), "added": added}
+            plain = runs[name]["plain"]["added"] or 1
+            rows.append([name, *(f"+{runs[name][v]['added']} ({runs[name][v]['added'] / plain:.2f}x), "
+                                 f"{runs[name][v]['execs'] / runs[name][v]['wall_s']:.0f}/s" for v in VARIANTS)])
+            print(" | ".join(rows[-1]), flush=True)
+    headers = ["harness", *(f"{v}: added lines (vs plain), execs/wall-s" for v in VARIANTS)]
+    text = save("harness_variants", headers, rows, {"budget_s": budget_s, "load_before": load_before,
+                                                     "load_after": uptime(), "runs": runs})
+    print(text)
+    print(f"load average before {load_before}, after {uptime()}")
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--budget", type=float, default=30.0, help="seconds per run (default %(default)s)")
+    p.add_argument("--budget", type=float, default=90.0, help="seconds per run (default %(default)s)")
     p.add_argument("--harnesses", nargs="*", choices=list(HARNESSES), help="default: all")
+    p.add_argument("--variants", action="store_true",
+                   help="instead: Atheris alone with -use_value_profile=1, with the RegEx/str hooks, and plain")
     args = p.parse_args(argv)
     names = args.harnesses or list(HARNESSES)
+    if args.variants:
+        variants(names, args.budget)
+        return
     rows, runs = [], {}
+    load_before = uptime()
+    print(f"load average before: {load_before}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-harnesses-") as tmpdir:
         for name in names:
             package, fdp = HARNESSES[name]
             spec = f"examples.harnesses.{name}:TestOneInput"
             tmp = Path(tmpdir) / name
-            (tmp / "hybrid").mkdir(parents=True)
-            hybrid = run_hybrid(tmp / "hybrid", name, args.budget)
-            atheris = run_atheris(tmp / "atheris", spec, args.budget, 2)
-            atheris["fuzz_execs_per_worker_s"] = round(atheris["execs"] / (2 * args.budget))
-            measured = {}
-            for config, run in (("hybrid", hybrid), ("atheris", atheris)):
-                measured[config] = _replay(spec, package, run, tmp / config)
+            load = uptime()
+            hybrid, atheris = side_by_side(tmp, name, spec, args.budget)
+            measured = {config: _replay(spec, package, run, tmp / config)
+                        for config, run in (("hybrid", hybrid), ("atheris", atheris))}
             (tmp / "empty").write_bytes(b"")  # what importing and one empty input cover
             base = _replay(spec, package, {"start": time.time(), "files": [tmp / "empty"]}, tmp)["lines"]
             h, a = measured["hybrid"], measured["atheris"]
             h["added"], a["added"] = h["lines"] - base, a["lines"] - base
-            runs[name] = {"hybrid": {**{k: v for k, v in hybrid.items() if k != "files"}, **h},
-                          "atheris": {**{k: v for k, v in atheris.items() if k != "files"}, **a}}
-            ratio = h["added"] / a["added"] if a["added"] > 0 else float("inf")
-            rows.append([name, package, "FDP" if fdp else "bytes", f"{h['lines']} (+{h['added']})",
-                         f"{a['lines']} (+{a['added']})", f"{ratio:.2f}",
-                         len(h["exceptions"]), len(a["exceptions"]), hybrid["fuzz_execs_per_worker_s"],
-                         atheris["fuzz_execs_per_worker_s"], hybrid["concolic_edges_first"]])
+            lines_ratio = h["added"] / a["added"] if a["added"] > 0 else (1.0 if h["added"] == 0 else float("inf"))
+            execs_ratio = hybrid["execs_per_worker_s"] / atheris["execs_per_worker_s"] \
+                if atheris["execs_per_worker_s"] else float("inf")
+            runs[name] = {"load": load,
+                          "hybrid": {**{k: v for k, v in hybrid.items() if k != "files"}, **h},
+                          "atheris": {**{k: v for k, v in atheris.items() if k != "files"}, **a},
+                          "execs_ratio": round(execs_ratio, 3), "lines_ratio": round(lines_ratio, 3)}
+            rows.append([name, package, "FDP" if fdp else "bytes", hybrid["execs_per_worker_s"],
+                         atheris["execs_per_worker_s"], f"{execs_ratio:.2f}", f"+{h['added']}", f"+{a['added']}",
+                         f"{lines_ratio:.2f}", f"{hybrid['engine_share']:.0%}", len(h["exceptions"]),
+                         len(a["exceptions"]), f"{hybrid['wall_s']}/{atheris['wall_s']}", load])
             print(" | ".join(str(x) for x in rows[-1]), flush=True)
-    ratios = [float(r[5]) for r in rows if r[5] != "inf"]
-    headers = ["harness", "package", "input", "lines (+added): hybrid", "lines (+added): Atheris x2",
-               "added: hybrid / Atheris",
-               "crashes: hybrid", "crashes: Atheris", "fuzz execs/worker-s: hybrid",
-               "execs/process-s: Atheris", "concolic_edges_first"]
-    extra = {"budget_s": args.budget, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "median_ratio": statistics.median(ratios) if ratios else None, "runs": runs}
+            _report(args.budget, rows, runs, load_before, final=name == names[-1])  # partial results kept
+
+
+def _report(budget_s: float, rows: list[list[Any]], runs: dict[str, Any], load_before: str, *, final: bool) -> None:
+    """Goals met/missed over the harnesses run so far; the table, JSON and verdict written."""
+    load_after = uptime()
+    execs = {n: r["execs_ratio"] for n, r in runs.items()}
+    lines = {n: r["lines_ratio"] for n, r in runs.items()}
+    median = statistics.median(lines.values()) if lines else 0.0
+    engine = [n for n, r in runs.items() if r["hybrid"]["engine_share"] >= ENGINE_SHARE_GOAL]
+    goals = [
+        (f"fuzz-stage execs per worker-second >= {EXECS_GOAL}x Atheris's per process, every harness",
+         all(v >= EXECS_GOAL for v in execs.values()),
+         f"{sum(v >= EXECS_GOAL for v in execs.values())}/{len(execs)}; min {min(execs.values(), default=0):.2f}"),
+        (f"added lines >= {LINES_GOAL}x Atheris, every harness", all(v >= LINES_GOAL for v in lines.values()),
+         f"{sum(v >= LINES_GOAL for v in lines.values())}/{len(lines)}; min {min(lines.values(), default=0):.2f}"),
+        (f"median added-lines ratio >= {MEDIAN_GOAL}", median >= MEDIAN_GOAL, f"median {median:.2f}"),
+        (f"engine >= {ENGINE_SHARE_GOAL:.0%} of first-found edges on >= {ENGINE_HARNESSES_GOAL} harnesses",
+         len(engine) >= ENGINE_HARNESSES_GOAL, f"{len(engine)}: {', '.join(engine) or '-'}"),
+    ]
+    headers = ["harness", "package", "input", "fuzz execs/worker/wall-s: hybrid", "execs/process/wall-s: Atheris",
+               "execs ratio", "added lines: hybrid", "added lines: Atheris x2", "lines ratio",
+               "engine share of edges", "exceptions: hybrid", "exceptions: Atheris", "wall s hybrid/Atheris",
+               "load avg at start"]
+    extra = {"budget_s": budget_s, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "complete": final, "load_before": load_before, "load_after": load_after, "median_lines_ratio": median,
+             "goals": [{"goal": g, "met": met, "figures": f} for g, met, f in goals], "runs": runs}
     text = save("harnesses", headers, rows, extra)
-    median = f"median hybrid / Atheris added lines: {extra['median_ratio']}"
-    (RESULTS / "harnesses.md").write_text(f"{text}\n\n{median}\n")
-    print(text)
-    print(f"median hybrid / Atheris added lines: {extra['median_ratio']}")
+    verdict = "\n".join(f"{'MET   ' if met else 'MISSED'} {g}: {f}" for g, met, f in goals)
+    (RESULTS / "harnesses.md").write_text(f"{text}\n\n{verdict}\n\nload average before {load_before}, "
+                                          f"after {load_after}\n")
+    if final:
+        print(text)
+        print(verdict)
+        print(f"load average before {load_before}, after {load_after}")
 
 
 def _replay(spec: str, package: str, run: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    tmp.mkdir(parents=True, exist_ok=True)
     listing = tmp / "replay-files.txt"
     listing.write_text("\n".join(str(p) for p in run["files"]))
     paths = (str(ROOT_DIR), os.environ.get("PYTHONPATH"))

@@ -21,10 +21,11 @@ import pstats
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from symfence.coordinator import log as logsetup
 from symfence.coordinator.campaign import Campaign
-from symfence.coordinator.config import parse
+from symfence.coordinator.config import Config, parse
 from symfence.coordinator.journal import Journal
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.pump import Inbound
@@ -36,8 +37,11 @@ from symfence.worker.sender import ResultSender
 
 
 class _Comm:
+    def __init__(self, size: int = 4) -> None:  # 1 coordinator + 3 workers
+        self.size = size
+
     def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
-        return 4  # 1 coordinator + 3 workers
+        return self.size
 
 
 class _Pump:
@@ -54,40 +58,55 @@ class _Pump:
         self.out.append((dest, tag, frame))
 
 
-async def _run(n: int, out: Path, profile: cProfile.Profile | None, max_batch: int = 1,
-               depth: int = 4) -> float:
-    cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
-                 "dispatch": {"depth": depth}, "synthetic": {"seeds": n + 1000, "task_ms": 0}})
+def offline_campaign(cfg: Config, out: Path, *, workers: int = 3, max_batch: int = 1) -> tuple[Campaign, Any]:
+    """The real `Campaign` without MPI (for benchmarks and tests): journal on, a fake pump that
+    collects what it sends, every worker said hello offering `max_batch`; seeded and dispatching,
+    its first fill sent. Returns it and the log handle to close."""
     od = OutputDir(out)
     handle = logsetup.configure(od.logs / "coordinator.jsonl", verbose=False, rank=0)
     journal = Journal.open(od.root / "journal.sqlite", resume=False, batch_ops=cfg["journal.batch_ops"],
                            batch_ms=cfg["journal.batch_ms"], synchronous=cfg["journal.synchronous"])
-    c = Campaign(cfg, _Comm(), od, journal)
+    c = Campaign(cfg, _Comm(workers + 1), od, journal)
     journal.begin_run(c.minter.epoch.hex())
     c.pump = _Pump()
     for r in c.workers:
         c.batch_of[r] = max_batch  # what each worker's HELLO would offer
-        c.alive.add(r)
-        c.last_seen[r] = c.clock()
+        c.members.hello(r)
+        c.members.heard(r, c.clock())
     c._seed()
     c.dispatching = True
     c._t0 = c.clock()
+    c._fill()
+    return c, handle
+
+
+def no_op_answers(c: Campaign, senders: dict[int, ResultSender]) -> None:
+    """Answer every WORK the campaign sent since the last call as a worker with a no-op task does
+    (the synthetic executor's 2-edge trace); `senders` hold and send the results."""
+    sends, c.pump.out = c.pump.out, []
+    for dest, tag, frame in sends:
+        if tag == Tag.WORK:
+            for w in decode_work_frame(frame):
+                r = Result(w.token, w.work_id, Status.OK, cost=Cost(0.0001, 0.0001, 0.0, 1),
+                           cov_version=w.cov_version, trace=pack_trace(_fake_trace(w.data)))
+                senders[dest].hold(w.token, r)
+            senders[dest].flush()
+
+
+async def _run(n: int, out: Path, profile: cProfile.Profile | None, max_batch: int = 1,
+               depth: int = 4) -> float:
+    cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
+                 "dispatch": {"depth": depth}, "synthetic": {"seeds": n + 1000, "task_ms": 0}})
+    c, handle = offline_campaign(cfg, out, max_batch=max_batch)
+    journal = c.journal
     batch: list[Inbound] = []
     senders = {r: ResultSender(lambda f, r=r: batch.append(Inbound(r, Tag.RESULT, f))) for r in c.workers}
     for s in senders.values():
         s.max_batch = max_batch
-    c._fill()
     done, busy, last_flush = 0, 0.0, time.monotonic()
     while done < n and c.dispatching:
-        sends, c.pump.out = c.pump.out, []
         batch.clear()
-        for dest, tag, frame in sends:
-            if tag == Tag.WORK:
-                for w in decode_work_frame(frame):
-                    r = Result(w.token, w.work_id, Status.OK, cost=Cost(0.0001, 0.0001, 0.0, 1),
-                               cov_version=w.cov_version, trace=pack_trace(_fake_trace(w.data)))
-                    senders[dest].hold(w.token, r)
-                senders[dest].flush()
+        no_op_answers(c, senders)
         t = time.process_time()
         if profile:
             profile.enable()

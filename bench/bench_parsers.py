@@ -77,7 +77,10 @@ def run_symfence(tmp: Path, spec: str, executor: str, budget_s: float, cores: in
             "stats": {k: v for k, v in stats.items() if re.search(r"execs|edges|crash|fuzz|concolic|stage", k)}}
 
 
-def run_atheris(tmp: Path, spec: str, budget_s: float, cores: int) -> dict[str, Any]:
+def run_atheris(tmp: Path, spec: str, budget_s: float, cores: int, *, own_sessions: bool = False) -> dict[str, Any]:
+    """Atheris alone, ``cores`` processes on one corpus folder. ``own_sessions``: each process in a
+    session of its own, as symfence starts its fuzzing processes, so that a side-by-side run on a
+    kernel with autogroup scheduling gives each fuzzing process the same CPU share."""
     corpus, crashes = tmp / "corpus", tmp / "crashes"
     corpus.mkdir(parents=True)
     crashes.mkdir(parents=True)
@@ -92,7 +95,7 @@ def run_atheris(tmp: Path, spec: str, budget_s: float, cores: int) -> dict[str, 
         cmd = [sys.executable, "-m", "bench.atheris_driver", spec, str(crashes), f"-max_total_time={remaining}",
                "-print_final_stats=1", "-timeout=30", f"-artifact_prefix={crashes}/", str(corpus)]
         jobs.append((subprocess.Popen(cmd, cwd=ROOT_DIR, env=_env(), stdout=subprocess.DEVNULL,
-                                      stderr=log.open("w")), log))
+                                      stderr=log.open("w"), start_new_session=own_sessions), log))
 
     for job in range(cores):
         launch(job)

@@ -57,13 +57,15 @@ class AflState:
     max_depth: int = 1  # generations: seeds are depth 1, an input made from depth d has d + 1
     cur_item: int = 0  # queue id of the input dispatched last
     depth_of: dict[int, int] = field(default_factory=dict)
-    _window: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4096))
+    _window: collections.deque[tuple[float, int]] = field(default_factory=lambda: collections.deque(maxlen=4096))
 
     # --- resume -------------------------------------------------------------------------------
 
     @classmethod
     def from_counters(cls, counters: Mapping[str, int]) -> AflState:
-        get = lambda name: int(counters.get(COUNTER_PREFIX + name, 0))  # noqa: E731
+        def get(name: str) -> int:
+            return int(counters.get(COUNTER_PREFIX + name, 0))
+
         return cls(prev_run_time_ms=get("run_time_ms"), prev_execs=get("execs"),
                    prev_total_crashes=get("total_crashes"), prev_total_tmout=get("total_tmout"),
                    last_find=get("last_find"), last_crash=get("last_crash"), last_hang=get("last_hang"),

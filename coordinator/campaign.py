@@ -55,9 +55,10 @@ from symfence.coordinator.hybrid import HybridPlan
 from symfence.coordinator.inflight import InFlight, Revocation
 from symfence.coordinator.intake import IntakeMixin
 from symfence.coordinator.journal import Journal
+from symfence.coordinator.members import Members, MemberState
 from symfence.coordinator.membership import MembershipMixin
 from symfence.coordinator.outputs import OutputDir
-from symfence.coordinator.peers import PeerPolicy, Peers, PeerState
+from symfence.coordinator.peers import PeerPolicy, Peers
 from symfence.coordinator.pump import Pump
 from symfence.coordinator.refusals import Refusals
 from symfence.coordinator.report import ReportMixin
@@ -69,7 +70,7 @@ from symfence.coordinator.targets import TargetTracker
 from symfence.coordinator.writer import JournalWriter
 from symfence.protocol.codec import Limits, checked_options, encode
 from symfence.protocol.coverage import CoverageMap
-from symfence.protocol.ids import DispatchToken, Rank, TokenMinter
+from symfence.protocol.ids import Rank, TokenMinter
 from symfence.protocol.messages import Control, ControlKind, Tag
 
 log = structlog.get_logger()
@@ -98,15 +99,10 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         self.clock = clock
         self.status = status or StatusLine(enabled=False)
         self.workers: list[Rank] = [Rank(r) for r in range(1, comm.Get_size())]
-        self.alive: set[Rank] = set()
-        self.lost: set[Rank] = set()  # silent for too long; re-admitted if heard from again
-        self._beaten_lost: set[Rank] = set()  # lost ranks sent their one heartbeat (membership.py)
-        self.failed: set[Rank] = set()  # reported dead by MPI; never come back
-        self.last_seen: dict[Rank, float] = {}
+        self.members = Members(self.workers)  # each rank's one state: alive, lost, failed, banned
         self.stop_acks: dict[Rank, dict[str, Any]] = {}
         self.minter = TokenMinter(os.urandom(32))
-        self.inflight = InFlight(window=cfg["stats.window_tokens"])
-        self.leased: dict[DispatchToken, WorkItem] = {}
+        self.inflight = InFlight(window=cfg["stats.window_tokens"], banned=self.members.banned)  # dispatch table
         self.scheduler = Scheduler()
         self.coverage = CoverageMap()
         self.worker_cov_version: dict[Rank, int] = {}
@@ -152,7 +148,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         self._saved_cov_version = -1  # the coverage version the journal's snapshot holds
         self.afl_sync = AflSide.from_config(cfg, out)  # AFL++ side by side, or None
         # Issue 10: per-rank health, bans and caps (peers.py), crash/hang claims (confirm.py).
-        self.peers = Peers(PeerPolicy.from_config(cfg), clock)
+        self.peers = Peers(PeerPolicy.from_config(cfg), clock, self.members)
         self.claims = Confirmations(self.corpus_executor, self.options)
         budget_s = cfg["triage.minimize_budget_s"]  # within the dispatch deadline
         if self.deadline_s:
@@ -225,7 +221,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             self._t0 = self.clock()
             self.stats.started_wall = time.time()
             self.afl.run_started = self.stats.started_wall
-            log.info("campaign.started", pid=os.getpid(), workers=len(self.alive), depth=self.depth,
+            log.info("campaign.started", pid=os.getpid(), workers=len(self.members.alive), depth=self.depth,
                      executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
             self.hotpath.begin(self.stats.committed)
             self._fill()
@@ -274,7 +270,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
     def _refused(self) -> list:
         """Not-banned ranks whose results were refused for reasons no honest worker causes (refusals.py)."""
         injected = {rank: ack.get("faults") or {} for rank, ack in self.stop_acks.items()}
-        return self.refusals.judge(self.peers.ranks_in(PeerState.BANNED), injected)
+        return self.refusals.judge(self.members.ranks_in(MemberState.BANNED), injected)
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -286,10 +282,11 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
 
     async def _await_hellos(self) -> bool:
         deadline = self.clock() + self.cfg["dispatch.hello_timeout_s"]
-        while len(self.alive) < len(self.workers) and not self._stop.is_set():
+        alive = self.members.alive
+        while len(alive) < len(self.workers) and not self._stop.is_set():
             if self.clock() > deadline:
-                log.error("campaign.hello_timeout", missing=sorted(set(self.workers) - self.alive))
-                return bool(self.alive)
+                log.error("campaign.hello_timeout", missing=sorted(set(self.workers) - alive))
+                return bool(alive)
             await self._wait_change(0.1)
         return not self._stop.is_set()
 
@@ -297,9 +294,10 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         """Every worker's CHECKED (hosts.py) before anything is seeded or dispatched: False if a
         host lacks a file or has another version of it (exit status 2)."""
         deadline = self.clock() + self.cfg["dispatch.hello_timeout_s"]
-        while self.hosts.pending(self.alive) and self.hosts.problem is None and not self._stop.is_set():
+        alive = self.members.alive
+        while self.hosts.pending(alive) and self.hosts.problem is None and not self._stop.is_set():
             if self.clock() > deadline:
-                log.error("campaign.check_timeout", missing=sorted(self.hosts.pending(self.alive)))
+                log.error("campaign.check_timeout", missing=sorted(self.hosts.pending(alive)))
                 break
             await self._wait_change(0.1)
         if self.hosts.problem is not None:
@@ -322,11 +320,12 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         # before the end is saved, not dropped unconfirmed.
         self.confirming = self.failure is None
         self._fill()
+        alive, members = self.members.alive, self.members
         while (len(self.inflight) or (self.confirming and len(self.claims.queue))) \
-                and self.clock() < drain_until and self.alive:
+                and self.clock() < drain_until and alive:
             await self._wait_change(0.05)
         self.confirming = False
-        for rank in sorted(self.alive):
+        for rank in sorted(alive):
             for token in self.inflight.tokens_of(rank):
                 self._revoke(token, Revocation.CANCELLED)
         for rank in self.workers:
@@ -336,26 +335,26 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         # Lost (silent) workers get STOP too: a hung worker that wakes up must be able to exit;
         # after a start-up failure, so do workers whose HELLO was not read yet.
         # Banned ranks get STOP too, and only now (one stopped earlier would wait in MPI_Finalize).
-        banned = set(self.peers.ranks_in(PeerState.BANNED)) - self.failed
+        lost = set(members.ranks_in(MemberState.LOST))
         if self.failure:
-            told = set(self.workers) - self.failed
+            told = set(self.workers) - set(members.ranks_in(MemberState.FAILED))
         else:
-            told = self.alive | (self.lost - self.failed) | banned
+            told = alive | lost | set(members.ranks_in(MemberState.BANNED))
         for rank in sorted(told):
             self.stop_sent.add(rank)
             self.pump.send(rank, Tag.CONTROL, stop)
         # Only the acks of ranks that are alive and were sent STOP count (issue 10): an ack from a
         # rogue or a returned lost rank neither ends the wait nor stands in for a real one.
         ack_until = self.clock() + self.cfg["dispatch.stop_timeout_s"]
-        while not (self.alive & self.stop_sent) <= set(self.stop_acks) and self.clock() < ack_until:
+        while not (alive & self.stop_sent) <= set(self.stop_acks) and self.clock() < ack_until:
             await self._wait_change(0.05)
-        missing = sorted((self.alive & self.stop_sent) - set(self.stop_acks))
+        missing = sorted((alive & self.stop_sent) - set(self.stop_acks))
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
         self.claims.abandoned += len(self.claims.pending)
         # Hung: alive but no STOP ack, or lost (silent) and never heard from again. MPI cannot
         # finalize with them; cli ends the job with MPI_Abort and the documented exit code 6.
-        self.unstopped = sorted(set(missing) | (self.lost - self.failed))
+        self.unstopped = sorted(set(missing) | set(members.ranks_in(MemberState.LOST)))
         # Clean: what rank 0 owns is complete and durable. A worker that never acknowledged STOP
         # does not change that (its dispatches were revoked above, their work requeued).
         clean = self.pump.error is None and self.failure is None
@@ -389,8 +388,9 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
                 self._flush()
             if now >= next_stats:
                 next_stats = now + interval
-                self._write_stats()
-                self.status.update(self._snapshot())
+                snap = self._stats_snapshot()  # one frozen snapshot: fuzzer_stats and the live view
+                self._write_stats(snap)
+                self.status.update(self._snapshot(snap))
             self._check_finished()
             self.hotpath.ticker_ns += _ns() - t0 - (self.hotpath.flush_ns - flushed)
 

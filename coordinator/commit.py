@@ -34,7 +34,7 @@ class CommitMixin:
         """Commit a `current` result; returns the penalty points its sender earned (the caller
         applies them after the commit)."""
         d = self.inflight.commit(result.token)
-        item = self.leased.pop(result.token)
+        item = d.item
         self._maybe_free.add(source)
         st = self.stats
         st.committed += 1

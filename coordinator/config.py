@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from symfence.coordinator.engines import MODES, Slices, TargetKind, python_modes, target_of
 from symfence.protocol.rules import MAX_BATCH
 
 # The executor a config with `targets` but no `executor` gets: both stages (engine + Atheris).
 # The synthetic executor is for benchmarks and tests and must be asked for by name.
 DEFAULT_PYTHON_EXECUTOR = "hybrid"
 # Executors whose targets are Python `module.path:function` specs (imported and checked up front).
-PYTHON_EXECUTORS = ("hybrid", "concolic", "fuzz")
-EXECUTORS = ("synthetic", *PYTHON_EXECUTORS, "native")
+# The `campaign.executor` values are the engine registry's modes (engines.py), read from there.
+PYTHON_EXECUTORS = python_modes()
+EXECUTORS = tuple(MODES)
 FAULT_KINDS = (
     "duplicate",
     "stale",
@@ -64,7 +66,7 @@ def _float(minimum: float, maximum: float | None = None) -> Check:
     return check
 
 
-def _str(choices: tuple[str, ...] | None = None) -> Check:
+def _str(choices: tuple[str, ...] | dict[str, Any] | None = None) -> Check:
     def check(key: str, v: Any) -> str:
         if type(v) is not str or (choices and v not in choices):
             want = f"one of {', '.join(choices)}" if choices else "a string"
@@ -154,7 +156,7 @@ def _native_options(key: str, v: Any) -> dict[str, Any]:
 SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
     "campaign": {
         "name": ("campaign", _str()),
-        "executor": (DEFAULT_PYTHON_EXECUTOR, _str(EXECUTORS)),
+        "executor": (DEFAULT_PYTHON_EXECUTOR, _str(MODES)),  # (the live registry: a new engine's mode too)
         "targets": ([], _str_list),  # synthetic: ["synthetic"]; Python executors: module:function
         "seeds": ("", _str()),  # directory of seed files; "" = the executor's built-in seeds
         "output": ("out/campaign", _str()),
@@ -320,10 +322,10 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
             for key, (default, check) in keys.items()
         }
     campaign = values["campaign"]
-    if campaign["executor"] == "synthetic" and not campaign["targets"]:
-        campaign["targets"] = ["synthetic"]
+    if MODES[campaign["executor"]].corpus.target is TargetKind.SYNTHETIC and not campaign["targets"]:
+        campaign["targets"] = ["synthetic"]  # no target: the benchmark's (or a toy engine's) name
     cfg = Config(values, path, path.parent if path else Path.cwd())
-    if cfg["campaign.executor"] in PYTHON_EXECUTORS:
+    if MODES[cfg["campaign.executor"]].corpus.target is TargetKind.PYTHON:
         if not cfg["campaign.targets"]:
             raise ConfigError("campaign.targets", f"the {cfg['campaign.executor']} executor needs"
                               ' module:function targets (the synthetic benchmark: executor = "synthetic")')
@@ -334,7 +336,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
     if len(set(cfg["campaign.targets"])) != len(cfg["campaign.targets"]):
         raise ConfigError("campaign.targets", "names a target twice")
     deadline, slice_s = cfg["dispatch.deadline_s"], cfg["fuzz.slice_s"]
-    slices = cfg["campaign.executor"] in ("fuzz", "hybrid") or native_slices_on(cfg)
+    slices = MODES[cfg["campaign.executor"]].slices is Slices.ALWAYS or native_slices_on(cfg)
     if slices and deadline and deadline < 2 * slice_s + 5:
         raise ConfigError("dispatch.deadline_s", f"must be 0 or >= 2 * fuzz.slice_s + 5 = {2 * slice_s + 5:g}"
                                                  f" (a fuzz slice runs {slice_s:g} s), got {deadline:g}")
@@ -352,7 +354,7 @@ def parse(raw: dict[str, Any], path: Path | None = None) -> Config:
 def native_slices_on(cfg: Config) -> bool:
     """Whether a native campaign runs mutation slices: ``fuzz.native_slices`` and an oracle that
     runs the afl-cc build (forkserver or showmap; the slices use its forkserver)."""
-    return (cfg["campaign.executor"] == "native" and bool(cfg["fuzz.native_slices"])
+    return (MODES[cfg["campaign.executor"]].slices is Slices.OPTION and bool(cfg["fuzz.native_slices"])
             and cfg["native.options"].get("oracle", "engine") != "engine")
 
 
@@ -370,12 +372,12 @@ def target_spec_problem(spec: str) -> str | None:
 
 def executor_options(cfg: Config) -> dict[str, Any]:
     """The per-work executor options (part of every work_id; --resume refuses to change them)."""
-    if cfg["campaign.executor"] == "synthetic":
+    if MODES[cfg["campaign.executor"]].corpus.target is TargetKind.SYNTHETIC:
         s = cfg.section("synthetic")
         keys = ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")
         keys += ("change_after_s", "task_ms_after") if s["change_after_s"] else ()  # work_ids as before
         return {k: s[k] for k in keys}
-    if cfg["campaign.executor"] == "native":
+    if target_of(cfg["campaign.executor"]) is TargetKind.NATIVE:
         return dict(cfg["native.options"])
     options = {**cfg["concolic.options"], "cov_include": ",".join(cfg["coverage.include"])}
     if cfg["concolic.instrument"]:  # modules rewritten besides the target's package (a string on the wire)
@@ -388,7 +390,7 @@ def exec_timeout_s(cfg: Config) -> float:
     with: the corpus executor's option (every Python executor re-runs findings on the concolic
     stage, so it is concolic.options.exec_timeout_s there; native.options.exec_timeout_s).
     The one value `symfence replay`, `cmin`, `coverage` and the pytest plugin apply per input."""
-    if cfg["campaign.executor"] == "native":
+    if target_of(cfg["campaign.executor"]) is TargetKind.NATIVE:
         from symfence.protocol.options import NativeOptions
 
         return NativeOptions.from_mapping(cfg["native.options"]).exec_timeout_s

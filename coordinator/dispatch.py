@@ -27,7 +27,7 @@ log = structlog.get_logger()
 
 
 class DispatchMixin:
-    """The coordinator's dispatch (state: inflight, leased, scheduler, minter, worker_cov_version,
+    """The coordinator's dispatch (state: inflight (the dispatch table), scheduler, minter, worker_cov_version,
     _maybe_free)."""
 
     def _fill(self, ranks: set[Rank] | None = None) -> None:
@@ -38,7 +38,7 @@ class DispatchMixin:
             return
         self.hotpath.fills += 1
         t0 = 0 if self.hotpath.fills % SAMPLE else _ns()  # one fill in SAMPLE is timed (hotpath.py)
-        maybe_free, alive, claims = self._maybe_free, self.alive, self.claims.queue
+        maybe_free, alive, claims = self._maybe_free, self.members.alive, self.claims.queue
         left = self._duration_s - (self.clock() - self._t0) if self._duration_s and self.dispatching else None
         for rank in self.workers if ranks is None else sorted(ranks):
             # Revoked dispatches the worker may still hold take slots too (inflight.py, held slots).
@@ -79,7 +79,7 @@ class DispatchMixin:
 
     def _elsewhere(self, item: WorkItem, rank: Rank) -> bool:
         """Whether a rank other than `rank` that the item has not failed on could take it."""
-        alive, peers = self.alive, self.peers
+        alive, peers = self.members.alive, self.peers
         return any(r != rank and r in alive and r not in item.avoid and peers.capacity(r, self._depth_of(r))
                    for r in self.workers)
 
@@ -95,8 +95,7 @@ class DispatchMixin:
         """Lease the item to `rank` under a new token; returns its WORK frame (`_fill` sends it)."""
         token = self.minter.mint(rank)
         now = self.clock()
-        self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None)
-        self.leased[token] = item
+        self.inflight.add(token, rank, item.work_id, now, now + self.deadline_s if self.deadline_s else None, item)
         self.afl.cur_item = item.queue_id or 0
         handler = KINDS[item.kind]
         if handler.leased:  # the transient kinds are fenced by token, not leased in the journal
@@ -123,7 +122,7 @@ class DispatchMixin:
         max_attempts (`charge`): its deadline (the default for EXPIRED) or its worker lost while
         running it; not a cancel at stop or a lost message."""
         d = self.inflight.revoke(token, why)
-        item = self.leased.pop(token)
+        item = d.item
         self._maybe_free.add(d.rank)
         setattr(self.stats, why.value, getattr(self.stats, why.value) + 1)
         charge = why is Revocation.EXPIRED if charge is None else charge
@@ -131,7 +130,7 @@ class DispatchMixin:
         avoid = item.avoid if why is Revocation.CANCELLED else item.avoid | {d.rank}
         exhausted = charge and attempts >= self.cfg["dispatch.max_attempts"]
         KINDS[item.kind].revoked(self, token, item, why, charge, attempts, avoid, exhausted)
-        if notify and d.rank in self.alive:
+        if notify and d.rank in self.members.alive:
             self.pump.send(d.rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, (token,))))
 
     def _expire(self, now: float) -> None:
@@ -139,7 +138,7 @@ class DispatchMixin:
             log.warning("task.expired", token=d.token[:16], worker=d.rank, work_id=d.work_id[:16],
                         after_s=round(now - d.sent_at, 3))
             self._revoke(d.token, Revocation.EXPIRED)
-            others = any(r != d.rank and r in self.alive and self.peers.capacity(r, self._depth_of(r))
+            others = any(r != d.rank and r in self.members.alive and self.peers.capacity(r, self._depth_of(r))
                          for r in self.workers)
             if self.peers.expired(d.rank, others=others):
                 log.error("worker.suspended", worker=d.rank, strikes=self.peers.peer(d.rank).strikes,

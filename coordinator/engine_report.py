@@ -31,9 +31,9 @@ PLOT_COLUMNS = ("engine_branches", "engine_concretisations", "engine_false_findi
 class EngineCounters:
     """Campaign-wide sums of the engine counters, and the no-branch watch per target."""
 
-    totals: Counter = field(default_factory=Counter)
+    totals: Counter[str] = field(default_factory=Counter)
     _silent: dict[str, int] = field(default_factory=dict)  # target -> results with no branch
-    _exits: dict[str, Counter] = field(default_factory=dict)
+    _exits: dict[str, Counter[str]] = field(default_factory=dict)
     _warned: set[str] = field(default_factory=set)
 
     def add(self, target: str, stats: Mapping[str, int], work_id: str = "") -> None:
@@ -76,9 +76,9 @@ class EngineCounters:
             return []
         totals = Counter({key: 0 for key in ALWAYS})
         totals.update(self.totals)
-        return [(PREFIX + key, value) for key, value in sorted(totals.items())
-                if not key.startswith(LEFT_VIA)] + [
-            (PREFIX + key, value) for key, value in sorted(totals.items()) if key.startswith(LEFT_VIA)]
+        rows: list[tuple[str, object]] = [(PREFIX + key, value) for key, value in sorted(totals.items())
+                                          if not key.startswith(LEFT_VIA)]
+        return rows + [(PREFIX + key, value) for key, value in sorted(totals.items()) if key.startswith(LEFT_VIA)]
 
     def plot_values(self) -> list[int]:
         """The values of ``PLOT_COLUMNS`` for one plot_data row."""

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import structlog
 
 from symfence.coordinator.config import PYTHON_EXECUTORS, Config
+from symfence.coordinator.engines import TargetKind, target_of
 from symfence.protocol.ids import Rank
 
 log = structlog.get_logger()
@@ -66,7 +67,7 @@ def manifest(cfg: Config) -> dict[str, str]:
             paths += _module_files(spec.partition(":")[0], roots)
         for module in cfg["concolic.instrument"]:
             paths += _module_files(module, roots)
-    elif executor == "native":
+    elif target_of(executor) is TargetKind.NATIVE:
         from symfence.protocol.options import NativeOptions
 
         opts = NativeOptions.from_mapping(cfg["native.options"])

@@ -6,13 +6,16 @@ slices through the AFL++ forkserver while ``fuzz.native_slices`` is on and the o
 afl-cc build: ``worker/executors/native_fuzz.py``; they play the fuzz slices' part below).
 Corpus entries are work items of the corpus stage (the engine), scheduled by ``Scheduler`` with the
 fuzzer's finds first; fuzz slices are transient work items made here on demand (not in the journal:
-a lost slice is simply not redone). Each slice carries the corpus entries and dictionary tokens of
+a lost slice is simply not redone). An Atheris slice is one *turn* of the worker's long-lived
+fuzzing process for the target (``worker/executors/fuzz.py``): it runs during the turn and is
+stopped between turns, so the slices' share is the share of the CPU that process gets. Each slice carries the corpus entries and dictionary tokens of
 its target that its rank has not acknowledged yet (a rank acknowledges by a committed slice result),
 as a ``protocol.fuzzslice`` spec.
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
-rate of first-found edges per busy second decides, clamped to [0.2, 0.8] (0.5 until both stages
-have run for a while). Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
+rate of first-found edges per busy second decides, clamped to [0.5, 0.97] (0.5 until both stages
+have run for a while): an engine that finds nothing gets 3% of the workers' time, one that finds
+much at most half. Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
 rank once less of the budget is left than the engine's mean task takes (that task would be
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
 at a time while the engine has work, so its other dispatch slots keep the engine's queue moving.
@@ -20,34 +23,26 @@ at a time while the engine has work, so its other dispatch slots keep the engine
 
 from __future__ import annotations
 
-import enum
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from symfence.coordinator.config import native_slices_on
+from symfence.coordinator.engines import ENGINES, MODES, EngineSpec, Slices, Stage, TargetKind
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
 from symfence.protocol.options import NativeFuzzOptions
 from symfence.protocol.rules import is_token
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 
-_AUTO_MIN, _AUTO_MAX = 0.2, 0.8
+# The fuzz share: the engine's goes down to 3% where it finds nothing, and never above half (its
+# first-found edges per second overrate it: docs/benchmarks.md, "OSS-Fuzz harnesses", pygments).
+_AUTO_MIN, _AUTO_MAX = 0.5, 0.97
 _AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trusts the rates ...
 _AUTO_WARMUP_RESULTS = 3  # ... and results of each
 _MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
 _MAX_SPEC_BYTES = 4 << 20  # corpus bytes per slice (WORK messages stay far below the 16 MiB limit)
-
-
-class Stage(str, enum.Enum):
-    """Who produced a result (and gets credit for what it found)."""
-
-    CONCOLIC = "concolic"
-    FUZZ = "fuzz"
-    SYNTHETIC = "synthetic"
-    NATIVE = "native"  # native programs (worker/native/): the engine with its oracle
-    NATIVE_FUZZ = "native_fuzz"  # native programs: havoc slices through the forkserver
 
 
 @dataclass
@@ -79,7 +74,7 @@ class HybridPlan:
     native_slices: bool = False  # native mode: mutation slices fill the engine's idle slots
     entries: dict[str, list[bytes]] = field(default_factory=dict)
     tokens: dict[str, list[bytes]] = field(default_factory=dict)
-    figures: dict[Stage, StageFigures] = field(default_factory=dict)
+    figures: dict[EngineSpec, StageFigures] = field(default_factory=dict)  # per stage (engines.py)
     _token_sets: dict[str, set[bytes]] = field(default_factory=dict)
     _acked: dict[tuple[Rank, str], tuple[int, int]] = field(default_factory=dict)
     _slices: dict[str, _SliceInfo] = field(default_factory=dict)  # work_id -> slice in flight
@@ -100,7 +95,7 @@ class HybridPlan:
         depth = cfg["dispatch.depth"]  # "auto": slices are long tasks, for which auto picks 2
         plan = cls(mode, list(cfg["campaign.targets"]), options, fz["share"],
                    depth if type(depth) is int else 2, fz["dictionary"], native_slices)
-        for stage in Stage:
+        for stage in ENGINES.values():
             plan.figures[stage] = StageFigures()
         if fz["dict"]:  # the user's dictionary: every target's first tokens (checked by preflight)
             from symfence.coordinator.fuzzdict import read_tokens
@@ -112,26 +107,27 @@ class HybridPlan:
 
     # -- what runs ------------------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def concolic_on(self) -> bool:
-        return self.mode in ("hybrid", "concolic", "synthetic", "native")
-
-    @property
-    def fuzz_on(self) -> bool:
-        return self.mode in ("hybrid", "fuzz") or self.native_slices
-
-    @property
-    def fuzz_stage(self) -> Stage:
-        """The mutation stage: Atheris slices, or native havoc slices for native programs."""
-        return Stage.NATIVE_FUZZ if self.mode == "native" else Stage.FUZZ
+        """Whether the corpus engine runs corpus entries (not only re-runs of findings). (The mode
+        never changes: this and the two below are computed once; `pick` asks per free slot.)"""
+        return MODES[self.mode].engine_runs
 
     @functools.cached_property
-    def corpus_stage(self) -> Stage:
-        """The executor that runs corpus entries (their work items); `mode` never changes, and
+    def fuzz_on(self) -> bool:
+        slices = MODES[self.mode].slices
+        return slices is Slices.ALWAYS or (slices is Slices.OPTION and self.native_slices)
+
+    @functools.cached_property
+    def fuzz_stage(self) -> EngineSpec:
+        """The mutation stage: Atheris slices, or native havoc slices for native programs."""
+        return MODES[self.mode].mutation or Stage.FUZZ
+
+    @functools.cached_property
+    def corpus_stage(self) -> EngineSpec:
+        """The engine that runs corpus entries (their work items); `mode` never changes, and
         every committed result asks (stage_of), so it is computed once."""
-        if self.mode in ("synthetic", "native"):
-            return Stage(self.mode)
-        return Stage.CONCOLIC
+        return MODES[self.mode].corpus
 
     def share(self) -> float:
         """The fuzz stage's current target share of worker time."""
@@ -231,7 +227,7 @@ class HybridPlan:
                 added += 1
         return added
 
-    def stage_of(self, item: WorkItem) -> Stage:
+    def stage_of(self, item: WorkItem) -> EngineSpec:
         return self.fuzz_stage if item.kind is WorkKind.FUZZ_SLICE else self.corpus_stage
 
     # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
@@ -240,23 +236,25 @@ class HybridPlan:
 
     def counters(self) -> dict[str, int]:
         """The figures as journal counters (so ``--resume`` continues them)."""
-        out = {f"stage_{s.value}_{k}": int(getattr(self.figures[s], k)) for s in Stage for k in self._COUNTED}
-        out.update({f"stage_{s.value}_busy_ms": int(self.figures[s].busy_s * 1000) for s in Stage})
+        out = {f"stage_{s.value}_{k}": int(getattr(self.figures[s], k)) for s in ENGINES.values()
+               for k in self._COUNTED}
+        out.update({f"stage_{s.value}_busy_ms": int(self.figures[s].busy_s * 1000) for s in ENGINES.values()})
         return out
 
     def restore(self, counters: dict[str, int]) -> None:
-        for s in Stage:
+        for s in ENGINES.values():
             f = self.figures[s]
             for k in self._COUNTED:
                 setattr(f, k, int(counters.get(f"stage_{s.value}_{k}", 0)))
             f.busy_s = counters.get(f"stage_{s.value}_busy_ms", 0) / 1000
 
-    def _stages(self) -> list[Stage]:
-        if self.mode == "native" and self.native_slices:
-            return [Stage.NATIVE, Stage.NATIVE_FUZZ]
-        if self.mode in ("synthetic", "native"):
-            return [Stage(self.mode)]
-        return [Stage.CONCOLIC, Stage.FUZZ]
+    def _stages(self) -> list[EngineSpec]:
+        """The stages shown: the corpus engine, and the mutation engine unless the mode never
+        slices by option (a native campaign without slices, the synthetic benchmark)."""
+        mode = MODES[self.mode]
+        if mode.mutation is None or (mode.slices is Slices.OPTION and not self.native_slices):
+            return [mode.corpus]
+        return [mode.corpus, mode.mutation]
 
     def stat_items(self) -> dict[str, Any]:
         """``fuzzer_stats`` rows: per stage execs, new inputs, crashes, hangs, first-found edges
@@ -284,14 +282,11 @@ class HybridPlan:
 
     def status_text(self) -> str:
         """The status line's stage part: who found what (execs / new inputs / edges first)."""
-        if self.mode == "synthetic":
+        if self.corpus_stage.target is TargetKind.SYNTHETIC:
             return ""
         parts = []
-        shown = ((Stage.CONCOLIC, "engine"), (Stage.FUZZ, "fuzz"))
-        if self.mode == "native":
-            shown = ((Stage.NATIVE, "native"), (Stage.NATIVE_FUZZ, "fuzz"))[:1 + self.native_slices]
-        for stage, short in shown:
+        for stage in self._stages():
             f = self.figures[stage]
-            parts.append(f"{short} {f.execs:,}x/{f.new_inputs}+/{f.edges_first}e")
+            parts.append(f"{stage.label or stage.name} {f.execs:,}x/{f.new_inputs}+/{f.edges_first}e")
         share = f"  fuzz share {self.share():.0%}" if self.fuzz_on and self.concolic_on else ""
         return "  ".join(parts) + share

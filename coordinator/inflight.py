@@ -1,9 +1,13 @@
-"""The token-indexed in-flight map, the windows of committed and revoked tokens, and the slots
-revoked dispatches still take on their ranks.
+"""The dispatch table: one record per dispatch token (the only place in-flight work lives), the
+windows of committed and revoked tokens, and the slots revoked dispatches still take on their ranks.
 
-This is the state the fence reads (it implements `protocol.fence.FenceView`). Entries are
-keyed by dispatch token only; the rank index exists for failure handling and counting,
-and nothing is ever removed "by rank" without naming each token.
+This is the state the fence reads (with the member table, `protocol.fence.FenceView`). A record
+(`Dispatch`) holds everything about one dispatch: its rank, its work item (what was leased), when
+it was sent and its deadline. Nothing else keeps who holds what: the journal's lease of a corpus
+work item is written from this record when it is made and ended with it (commit or revoke), so it
+follows the table and is never read to decide. Records are keyed by dispatch token only; the rank
+index exists for failure handling and counting, and nothing is ever removed "by rank" without
+naming each token.
 
 **Held slots.** A dispatch revoked while its worker may still hold it (its deadline passed, or
 it was cancelled) is no longer in flight (the fence answers `expired` for it), but the worker is
@@ -20,8 +24,9 @@ from __future__ import annotations
 import enum
 import heapq
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Callable, Iterator, cast
 
+from symfence.coordinator.scheduler import WorkItem
 from symfence.protocol.ids import DispatchToken, Rank, WorkId
 from symfence.protocol.window import RecentTokens
 
@@ -50,16 +55,24 @@ ARRIVED = -1  # send index of a held slot whose WORK is known to have reached th
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
+    """One dispatch: the one record of who holds what under which token. (With several
+    coordinators sharing a campaign it will also carry the shared lease's epoch.)"""
+
     token: DispatchToken
     rank: Rank
     work_id: WorkId
     sent_at: float
     deadline: float | None  # loop-clock time, None = no deadline
     send_index: int  # n-th WORK sent to this rank (heartbeats report how many arrived)
+    item: WorkItem | None = None  # the work item leased under the token (None only in unit tests)
+
+
+def _never(rank: Rank) -> bool:
+    return False
 
 
 class InFlight:
-    def __init__(self, window: int = 65536) -> None:
+    def __init__(self, window: int = 65536, banned: Callable[[Rank], bool] | None = None) -> None:
         self._by_token: dict[DispatchToken, Dispatch] = {}
         self._by_rank: dict[Rank, set[DispatchToken]] = {}
         self._deadlines: list[tuple[float, DispatchToken]] = []
@@ -69,7 +82,8 @@ class InFlight:
         self.released: dict[SlotRelease, int] = {why: 0 for why in SlotRelease}
         self.committed = RecentTokens(window)
         self.revoked_tokens = RecentTokens(window)
-        self.banned_ranks: set[Rank] = set()  # filled by the campaign's _ban (coordinator.peers decides)
+        # The fence's `banned` question is answered by the member table (members.py), its one owner.
+        self.banned: Callable[[Rank], bool] = banned if banned is not None else _never
 
     # --- FenceView ------------------------------------------------------------------------------
 
@@ -86,21 +100,19 @@ class InFlight:
     def in_flight_count(self, rank: Rank) -> int:
         return len(self._by_rank.get(rank, ()))
 
-    def banned(self, rank: Rank) -> bool:
-        return rank in self.banned_ranks
-
     def work_id_of(self, token: DispatchToken) -> WorkId | None:
         d = self._by_token.get(token)
         return None if d is None else d.work_id
 
     # --- mutation ------------------------------------------------------------------------------
 
-    def add(self, token: DispatchToken, rank: Rank, work_id: WorkId, now: float, deadline: float | None) -> Dispatch:
+    def add(self, token: DispatchToken, rank: Rank, work_id: WorkId, now: float, deadline: float | None,
+            item: WorkItem | None = None) -> Dispatch:
         if token in self._by_token:
             raise ValueError("token already in flight")  # a minter bug, never a peer's doing
         index = self._sent_to.get(rank, 0)
         self._sent_to[rank] = index + 1
-        d = Dispatch(token, rank, work_id, now, deadline, index)
+        d = Dispatch(token, rank, work_id, now, deadline, index, item)
         self._by_token[token] = d
         self._by_rank.setdefault(rank, set()).add(token)
         if deadline is not None:
@@ -126,8 +138,8 @@ class InFlight:
 
     def revoked_from(self, token: DispatchToken) -> Rank | None:
         """The rank a recently revoked token had been dispatched to."""
-        entry = self.revoked_tokens.get(token)
-        return None if entry is None else entry[1]
+        entry = self.revoked_tokens.get(token)  # (why, rank), as `revoke` adds it
+        return None if entry is None else cast(tuple[Revocation, Rank], entry)[1]
 
     def hold(self, token: DispatchToken, rank: Rank, send_index: int = ARRIVED) -> bool:
         """Count a revoked `token` against `rank`'s slots until it is released. `send_index`:

@@ -31,7 +31,8 @@ class IntakeMixin:
     def _on_batch(self, batch: list[Inbound]) -> None:
         if self.pump is not None and self.pump.error is not None and not self._stop.is_set():
             log.error("pump.failed", error=repr(self.pump.error))
-            self.alive.clear()
+            for rank in sorted(self.members.alive):  # unreachable from now on
+                self.members.fail(rank)
             self.request_stop("MPI pump failed")
         for m in batch:
             if not self.peers.enqueue(Rank(m.source), m):

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from symfence.coordinator.inflight import Revocation
+from symfence.coordinator.members import MemberState
 from symfence.protocol.codec import RemoteProtocolError, decode_control, encode
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Control, ControlKind, Tag
@@ -23,7 +24,7 @@ log = structlog.get_logger()
 
 
 class MembershipMixin:
-    """The coordinator's view of its workers (state: workers, alive, lost, failed, last_seen,
+    """What the workers' CONTROL frames and silence change (state: the member table `members`,
     stop_acks, stop_sent, peers)."""
 
     def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
@@ -43,10 +44,10 @@ class MembershipMixin:
             log.warning("control.rejected", worker=source, reason=exc.reason.value, detail=exc.detail)
             self._garbage(source, len(frame))
             return
-        self.last_seen[source] = self.clock()
+        members = self.members
+        members.heard(source, self.clock())
         if ctl.kind is ControlKind.HELLO:
-            if source in self.workers and source not in self.alive:
-                self.alive.add(source)
+            if source in self.workers and members.hello(source):
                 # Batched frames both ways only with a rank that said it takes them (a peer that
                 # speaks single frames only, like tests/adversary.py, gets single frames).
                 offered = ctl.info.get("max_batch", 1)
@@ -56,13 +57,13 @@ class MembershipMixin:
                 self.hosts.hosts[source] = str(ctl.info.get("host", ""))
                 log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
         elif ctl.kind is ControlKind.HEARTBEAT:
-            if source in self.lost and source not in self.failed and not self._stop.is_set():
+            if members.state(source) is MemberState.LOST and not self._stop.is_set():
                 self._readmit(source, ctl.tokens)
             self._repair_from_heartbeat(source, set(ctl.tokens), ctl.info.get("work_received", 0))
             rss = ctl.info.get("rss_mb")
             if type(rss) is int:
                 self.worker_rss_mb[source] = rss
-        elif ctl.kind is ControlKind.CHECKED and source in self.alive:
+        elif ctl.kind is ControlKind.CHECKED and source in members.alive:
             self.hosts.on_checked(source, ctl.info)
             self._changed.set()
         elif ctl.kind is ControlKind.LOG and source in self.workers:
@@ -81,8 +82,7 @@ class MembershipMixin:
     def _readmit(self, rank: Rank, held: tuple[DispatchToken, ...]) -> None:
         """A worker declared lost is talking again (it was hung, not dead): take it back.
         Everything it still holds was revoked when it was lost, so cancel all of it."""
-        self.lost.discard(rank)
-        self.alive.add(rank)
+        self.members.readmit(rank)
         stale = tuple(t for t in held if self.inflight.owner(t) != rank)
         for t in stale:  # revoked from it while it was lost, still held: a slot until let go
             self.inflight.hold(t, rank)
@@ -93,7 +93,7 @@ class MembershipMixin:
 
     def _repair_from_heartbeat(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
         """Revoke tokens the worker should hold (their WORK arrived) but does not: lost messages."""
-        if rank not in self.alive:
+        if rank not in self.members.alive:
             return
         for token in self.inflight.tokens_of(rank):
             d = self.inflight.get(token)
@@ -131,16 +131,14 @@ class MembershipMixin:
         pause = now - last - 0.05  # beyond the ticker's own period
         if pause <= self.cfg["workers.lost_after_s"] / 2:
             return
-        for rank in self.last_seen:
-            self.last_seen[rank] += pause
+        self.members.postpone(pause)
         self.inflight.postpone(pause)
         log.warning("coordinator.paused", paused_s=round(pause, 3))
 
     def _check_lost(self, now: float) -> None:
         limit = self.cfg["workers.lost_after_s"]
-        for rank in sorted(self.alive):
-            if now - self.last_seen.get(rank, now) > limit:
-                self._lose_worker(rank, f"no heartbeat for {limit} s")
+        for rank in self.members.silent(now, limit):
+            self._lose_worker(rank, f"no heartbeat for {limit} s")
 
     def _beat(self, now: float) -> None:
         """Every heartbeat_s, a HEARTBEAT to each alive worker: a worker hearing nothing for
@@ -155,26 +153,25 @@ class MembershipMixin:
             return
         self._next_beat = now + self.cfg["workers.heartbeat_s"]
         beat = encode(Control(ControlKind.HEARTBEAT))
-        lost = self.lost - self.failed
-        self._beaten_lost &= lost  # a readmitted rank is beaten as alive; lost again, once more
-        for rank in sorted((self.alive | (lost - self._beaten_lost)) - self.stop_sent):
+        for rank in self.members.beat_targets(self.stop_sent):
             self.pump.send(rank, Tag.CONTROL, beat)
-        self._beaten_lost |= lost
 
     def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
+        members = self.members
+        was_alive = rank in members.alive
         if failed:
-            self.failed.add(rank)
-        if rank not in self.alive:
+            members.fail(rank)
+        else:
+            members.lose(rank)
+        if not was_alive:
             return
-        self.alive.discard(rank)
-        self.lost.add(rank)
         self.inflight.release_rank(rank)
         tokens = self.inflight.tokens_of(rank)
         log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
         for token in tokens:
             self._revoke(token, Revocation.LOST, notify=False, charge=True)
         self._fill()
-        if not self.alive:
+        if not members.alive:
             self.all_lost = True
             self.request_stop("all workers lost")
 
@@ -187,16 +184,13 @@ class MembershipMixin:
         STOP with the others at the end (a rank that stops early would wait in MPI_Finalize)."""
         if rank not in self.workers or not self.peers.ban(rank, flood=flood):
             return
-        self.inflight.banned_ranks.add(rank)
-        tokens = self.inflight.tokens_of(rank)
+        tokens = self.inflight.tokens_of(rank)  # (the member table moved it to BANNED)
         log.error("worker.banned", worker=rank, reason=why, requeued=len(tokens))
-        self.alive.discard(rank)
-        self.lost.discard(rank)
         self.inflight.release_rank(rank)
         for token in tokens:
             self._revoke(token, Revocation.LOST, notify=False)
         self._fill()
-        if not self.alive:
+        if not self.members.alive:
             self.request_stop("all workers lost")
 
     def _on_failed(self, ranks: list[int]) -> None:

@@ -18,7 +18,9 @@ No rank can take the campaign down by itself (issue 10). What this module bounds
   may add to the coverage map up to `new_edges_per_exec` per execution, at most
   `max_new_edges_per_result`, and out of a per-rank budget refilled at `new_edges_per_s`.
 
-Everything here is plain state on the loop thread, with an injectable clock.
+Everything here is plain state on the loop thread, with an injectable clock. Whether a rank is
+banned is kept by the member table (members.py), its one owner; this module decides a ban and
+keeps the health that leads to one.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from symfence.coordinator.members import Members
 from symfence.protocol.ids import Rank
 
 
 class PeerState(str, enum.Enum):
     ACTIVE = "active"
     SUSPENDED = "suspended"  # its dispatches kept expiring: none for a while
-    BANNED = "banned"  # it kept sending garbage: never dispatched to or decoded again
+    BANNED = "banned"  # (read from the member table, never stored here) kept sending garbage
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,15 @@ class Peer:
     edge_budget: float = 0.0
     edge_at: float = 0.0
     pending_claims: int = 0
-    queue: collections.deque = field(default_factory=collections.deque)
+    queue: collections.deque[Any] = field(default_factory=collections.deque)
 
 
 class Peers:
-    def __init__(self, policy: PeerPolicy, clock: Callable[[], float]) -> None:
+    def __init__(self, policy: PeerPolicy, clock: Callable[[], float], members: Members | None = None) -> None:
         self.policy = policy
         self.clock = clock
+        self.members = Members() if members is None else members  # owns the bans
+        self._banned_ranks = self.members.banned_index()  # its index, read here without a call per frame
         self._peers: dict[Rank, Peer] = {}
         self._order: list[Rank] = []
         self._next = 0  # round-robin start, so no rank always goes first
@@ -103,13 +108,13 @@ class Peers:
         return p
 
     def state(self, rank: Rank) -> PeerState:
-        return self.peer(rank).state
+        return PeerState.BANNED if rank in self._banned_ranks else self.peer(rank).state
 
     def banned(self, rank: Rank) -> bool:
-        return self.peer(rank).state is PeerState.BANNED
+        return rank in self._banned_ranks
 
     def ranks_in(self, state: PeerState) -> list[Rank]:
-        return sorted(r for r, p in self._peers.items() if p.state is state)
+        return sorted(r for r in self._peers if self.state(r) is state)
 
     # --- fair intake ------------------------------------------------------------------------
 
@@ -118,7 +123,7 @@ class Peers:
         p = self._peers.get(rank) or self.peer(rank)
         p.queue.append(item)
         self._queued += 1
-        return p.state is PeerState.BANNED or len(p.queue) <= self.policy.backlog_frames
+        return len(p.queue) <= self.policy.backlog_frames or rank in self._banned_ranks
 
     def pending(self) -> bool:
         return self._queued > 0
@@ -130,7 +135,7 @@ class Peers:
         start, self._next = self._next, (self._next + 1) % max(n, 1)
         for i in range(n):
             p = self._peers[self._order[(start + i) % n]]
-            if p.state is PeerState.BANNED:
+            if p.rank in self._banned_ranks:
                 while p.queue:
                     self._queued -= 1
                     yield p.rank, p.queue.popleft()
@@ -149,7 +154,7 @@ class Peers:
         """Count one bad frame against the rank; True if that crosses the ban threshold."""
         pol = self.policy
         p = self.peer(rank)
-        if p.state is PeerState.BANNED or pol.ban_garbage <= 0:
+        if pol.ban_garbage <= 0 or rank in self._banned_ranks:
             return False
         now = self.clock()
         p.garbage = max(0.0, p.garbage - (now - p.garbage_at) * pol.garbage_leak_per_s)
@@ -158,11 +163,10 @@ class Peers:
         return p.garbage > pol.ban_garbage
 
     def ban(self, rank: Rank, *, flood: bool = False) -> bool:
-        """Mark the rank banned; False if it already was."""
-        p = self.peer(rank)
-        if p.state is PeerState.BANNED:
+        """Ban the rank (in the member table); False if it already was, or cannot be (failed)."""
+        self.peer(rank)
+        if not self.members.ban(rank):
             return False
-        p.state = PeerState.BANNED
         self.banned_total += 1
         self.flood_bans += flood
         return True
@@ -175,7 +179,7 @@ class Peers:
         pol = self.policy
         p = self.peer(rank)
         p.strikes += 1
-        if p.state is not PeerState.ACTIVE or not pol.expiry_strikes or p.strikes < pol.expiry_strikes or not others:
+        if p.state is not PeerState.ACTIVE or rank in self._banned_ranks or not pol.expiry_strikes or p.strikes < pol.expiry_strikes or not others:
             return False
         p.state = PeerState.SUSPENDED
         p.suspended_until = self.clock() + pol.suspend_s * (2 ** p.suspensions)
@@ -192,7 +196,7 @@ class Peers:
         """How many dispatches the rank may hold now: 0 while suspended or banned, 1 on probation
         (the first dispatch after a suspension), else the depth."""
         p = self._peers.get(rank) or self.peer(rank)
-        if p.state is PeerState.BANNED:
+        if rank in self._banned_ranks:
             return 0
         if p.state is PeerState.SUSPENDED:
             if self.clock() < p.suspended_until:

@@ -73,7 +73,7 @@ def plot_campaign(outdir: Path, dest: Path | None = None) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
 
-    def chart(name: str, title: str, ylabel: str, series: dict[str, tuple[list, list]]) -> None:
+    def chart(name: str, title: str, ylabel: str, series: dict[str, tuple[list[float | None], list[float | None]]]) -> None:
         fig, ax = plt.subplots(figsize=(10, 3.2))
         for label, (xs, ys) in series.items():
             points = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]

@@ -28,6 +28,7 @@ from typing import Any
 
 from symfence.coordinator import interrupt
 from symfence.coordinator.config import OPTION_KEYS, PYTHON_EXECUTORS, Config, executor_options
+from symfence.coordinator.engines import MODES, TargetKind, target_of
 
 CONFIG_SNAPSHOT = "campaign.json"
 # `symfence run` sets this to the digest of the targets it has imported successfully, so rank 0
@@ -195,7 +196,7 @@ def check_resume(cfg: Config, out: Path) -> ResumeChanges:
     old_opts, new_opts = _work_options(saved), _work_options(now)
     if old_opts and old_opts != new_opts:
         keys = sorted(k for k in set(old_opts) | set(new_opts) if old_opts.get(k) != new_opts.get(k))
-        section = {"synthetic": "synthetic.", "native": "native.options."}.get(now_exec, "concolic.options.")
+        section = MODES[now_exec].corpus.section + "."  # where the corpus engine's options come from
         names = [OPTION_KEYS.get(k, section + k) for k in keys]
         detail = ", ".join(f"{k} {old_opts.get(k, 'default')!r} -> {new_opts.get(k, 'default')!r}" for k in keys)
         raise PreflightError(names[0], f"changed since the campaign in {out} started ({detail}); every queued"
@@ -234,7 +235,7 @@ def preflight(cfg: Config, out: Path, *, resume: bool) -> ResumeChanges:
 
 def check_native_targets(cfg: Config) -> None:
     """Native targets: each binary (and its AFL build, when an AFL oracle is configured) exists."""
-    if cfg["campaign.executor"] != "native":
+    if target_of(cfg["campaign.executor"]) is not TargetKind.NATIVE:
         return
     from symfence.protocol.options import NativeOptions
 

@@ -36,7 +36,7 @@ SEND_US = ("this is a bug in symfence, please send us {out}/logs/ (coordinator.j
 @dataclass
 class _Rank:
     received: int = 0
-    refused: collections.Counter = field(default_factory=collections.Counter)
+    refused: collections.Counter[Reason] = field(default_factory=collections.Counter)
     first: dict[Reason, str] = field(default_factory=dict)
 
 

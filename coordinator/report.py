@@ -16,7 +16,7 @@ from symfence.coordinator import carryover, failpoints
 from symfence.coordinator.afl import plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
-from symfence.coordinator.stats import render_stats, write_atomic
+from symfence.coordinator.stats import StatsSnapshot, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, TargetLine
 from symfence.protocol.coverage import MAP_SIZE
 
@@ -34,9 +34,14 @@ class ReportMixin:
             out.update(self.afl_sync.counters())  # its sessions and queue directories
         return out
 
-    def _snapshot(self) -> Snapshot:
+    def _stats_snapshot(self) -> StatsSnapshot:
+        """The one frozen snapshot a report reads (the live view and fuzzer_stats of one tick share it)."""
         self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
-        st = self.stats.snapshot()
+        return self.stats.snapshot()
+
+    def _snapshot(self, st: StatsSnapshot | None = None) -> Snapshot:
+        """The live view's line, from `st` (taken now if not given)."""
+        st = self._stats_snapshot() if st is None else st
         elapsed = max(self.clock() - self._t0, 1e-9)
         now = time.time()
 
@@ -49,23 +54,23 @@ class ReportMixin:
         return Snapshot(
             elapsed, st.execs / elapsed, (st.committed - st.carried_committed) / elapsed, st.edges, st.corpus,
             len(self.scheduler),
-            st.crashes, st.hangs, len(self.inflight), st.quarantined_total, len(self.alive),
+            st.crashes, st.hangs, len(self.inflight), st.quarantined_total, len(self.members.alive),
             ooms=st.ooms, task_errors=st.task_errors, since_path_s=since(self.afl.last_find),
             since_crash_s=since(self.afl.last_crash), since_hang_s=since(self.afl.last_hang),
             solver_s=st.solver_s, solver_queries=self.solver_queries, solver_timeouts=self.solver_timeouts,
             map_density=100.0 * st.edges / MAP_SIZE,
             memory_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,
-            workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.alive), targets=targets,
+            workers_memory_mb=sum(self.worker_rss_mb.get(r, 0) for r in self.members.alive), targets=targets,
             quarantine_reasons=reasons,
             conservation_ok=all(ok for _, ok in st.conservation(len(self.inflight))),
             show_quarantine=self.status.show_quarantine, stages=self.plan.status_text(),
             refused=self.refusals.live_text())
 
-    def _write_stats(self) -> None:
-        """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row."""
+    def _write_stats(self, st: StatsSnapshot | None = None) -> None:
+        """fuzzer_stats (AFL++'s keys first, then symfence's) and one plot_data row, from `st`
+        (taken now if not given)."""
         failpoints.hit("stats", self.out.root / "fuzzer_stats")
-        self.stats.edges = MAP_SIZE - self.coverage.seen.count(0)
-        st = self.stats.snapshot()
+        st = self._stats_snapshot() if st is None else st
         now = time.time()
         pending, in_flight = len(self.scheduler), len(self.inflight)
         cycles_done = 1 if self.stop_reason == "work exhausted" else 0  # every queued input ran once
@@ -77,7 +82,7 @@ class ReportMixin:
             banner=self.cfg["campaign.name"],
             command_line=" ".join([sys.executable, *sys.argv]), total_tmout=self.tmouts)
         own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
-            "dispatch_depth": self.depth, "workers_alive": len(self.alive),
+            "dispatch_depth": self.depth, "workers_alive": len(self.members.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
             **self._hostile_stats(), **self.inflight.stats_items(),

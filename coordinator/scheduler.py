@@ -8,6 +8,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from symfence.coordinator.engines import TIERS
 from symfence.protocol.ids import WorkId
 
 
@@ -72,8 +73,7 @@ class Scheduler:
         if item.attempts or item.kind is WorkKind.CONFIRMATION:
             tier = -1
         else:
-            origin = item.origin
-            tier = 0 if item.seed else (1 if origin == "fuzz" else (3 if origin == "native_fuzz" else 2))
+            tier = 0 if item.seed else TIERS.get(item.origin, 2)  # the finding engine's (engines.py)
         return (tier, -item.new_bits, item.bound, len(item.data), seq)
 
     def add(self, item: WorkItem) -> bool:

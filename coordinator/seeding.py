@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from symfence.coordinator.engines import MODES, TargetKind, target_of
 from symfence.coordinator import carryover, failpoints
 from symfence.coordinator.afl import AflState
 from symfence.coordinator.aflsync import sync_origin
@@ -59,9 +60,9 @@ def load_seeds(cfg: Config) -> list[bytes]:
         if not seeds:
             raise FileNotFoundError(f"campaign.seeds: no seed files in {folder}")
         return seeds
-    if cfg["campaign.executor"] == "synthetic":
+    if MODES[cfg["campaign.executor"]].corpus.target is TargetKind.SYNTHETIC:
         return [i.to_bytes(4, "big") for i in range(cfg["synthetic.seeds"])]
-    if cfg["campaign.executor"] == "native":
+    if target_of(cfg["campaign.executor"]) is TargetKind.NATIVE:
         return [bytes(32)]  # AFL-style: a non-empty input (32 zero bytes)
     return [b"\x00"]
 

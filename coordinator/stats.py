@@ -32,8 +32,8 @@ class Stats:
     voided: int = 0  # dispatches in flight when a previous run was killed (requeued on resume)
     carried_committed: int = 0  # `committed` carried over from earlier runs (rates count this run)
     quarantine: QuarantineCounters = field(default_factory=QuarantineCounters)
-    status_counts: collections.Counter = field(default_factory=collections.Counter)  # ok/crash/...
-    triage_rejected: collections.Counter = field(default_factory=collections.Counter)
+    status_counts: collections.Counter[str] = field(default_factory=collections.Counter)  # ok/crash/...
+    triage_rejected: collections.Counter[str] = field(default_factory=collections.Counter)
     execs: int = 0
     solver_s: float = 0.0
     busy_s: dict[int, float] = field(default_factory=dict)  # per rank: sum of task wall time
@@ -156,7 +156,7 @@ class StatsSnapshot:
     # --- files ------------------------------------------------------------------------------------
 
     def items(self, *, now: float, in_flight: int, pending: int, ranks: list[int],
-              extra: dict | None = None) -> list[tuple[str, object]]:
+              extra: dict[str, object] | None = None) -> list[tuple[str, object]]:
         elapsed = max(now - self.started_wall, 1e-9)
         rows: list[tuple[str, object]] = [
             ("start_time", int(self.started_wall)),

@@ -28,6 +28,7 @@ from typing import Any, Iterable
 
 import structlog
 
+from symfence.coordinator.engines import ENGINES, TargetKind
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.crashid import CrashIdentity, code_under_test, identity_from_detail
@@ -37,7 +38,6 @@ from symfence.protocol.messages import Result, Status
 log = structlog.get_logger()
 
 EXECUTOR = "minimize"  # the worker's executor name for minimization tasks
-PYTHON_EXECUTORS = ("concolic", "fuzz", "hybrid")  # the base executors of Python targets
 OPTION_PREFIX = "minimize_"  # the task's own options, beside the base executor's
 
 
@@ -62,7 +62,8 @@ class Triage:
         self.journal = journal
         self.base_executor = base_executor
         self.base_options = dict(base_options)
-        self.enabled = minimize and base_executor != "synthetic"  # synthetic targets cannot be re-run
+        spec = ENGINES.get(base_executor)  # the corpus engine: can its findings be minimized?
+        self.enabled = minimize and spec is not None and spec.minimize
         self.budget_s = budget_s
         self.known: set[tuple[str, str]] = set()  # (target, identity key)
         self.identity_of: dict[tuple[str, int], CrashIdentity] = {}  # (kind, finding id), new ones
@@ -81,7 +82,8 @@ class Triage:
 
     @property
     def python(self) -> bool:
-        return self.base_executor in PYTHON_EXECUTORS
+        spec = ENGINES.get(self.base_executor)
+        return spec is not None and spec.target is TargetKind.PYTHON
 
     def identity(self, detail: str, target: str, trace: Iterable[int] | None = None, *,
                  kind: str = "crash") -> CrashIdentity:

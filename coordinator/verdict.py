@@ -39,7 +39,7 @@ class Rejection(str, enum.Enum):
     DUPLICATE_CLAIM = "duplicate_claim"  # (claims) the same input is claimed already
 
 
-_NONE: tuple = ()
+_NONE: tuple[()] = ()
 _new = tuple.__new__  # builds a ResultVerdict without its Python-level __new__ (hot path)
 
 

@@ -48,6 +48,7 @@ class EngineOptions:
     pin_concretised: bool = False  # record concretisations as path constraints
     memory_limit_mb: int = 2048  # address-space limit of the process running the target; 0 = none
     instrument: str = ""  # comma-separated modules rewritten besides the target's package
+    instrument_imports: bool = True  # also rewrite the library a harness imports (harness_imports)
     confirm_findings: bool = True  # replay crashes/hangs on the plain target in a fresh process
     loop_extensions: int = 16  # extra symbolic runs per task following a loop that must run longer
 

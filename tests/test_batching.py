@@ -23,12 +23,10 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from bench.bench_loop import _Pump
-from symfence.coordinator import log as logsetup
+from bench.bench_loop import offline_campaign
 from symfence.coordinator.campaign import Campaign
 from symfence.coordinator.config import ConfigError, parse
 from symfence.coordinator.journal import Journal
-from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.pump import Inbound
 from symfence.protocol.codec import (
     LocalProtocolError,
@@ -197,30 +195,12 @@ def test_items_after_a_ban_are_banned_and_a_banned_rank_is_not_decoded():
 # ------------------------------------------------------------------------------------- the coordinator
 
 
-class _Comm:
-    def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
-        return 3
-
-
 async def _campaign(tmp_path: Path, depth: int, max_batch: int) -> Campaign:
     cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
                  "dispatch": {"depth": depth}, "synthetic": {"seeds": 40, "task_ms": 0},
                  "limits": {"max_refused_share": 1.0}})
-    od = OutputDir(tmp_path / "out")
-    logsetup.configure(od.logs / "coordinator.jsonl", verbose=False, rank=0)
-    journal = Journal.open(od.root / "journal.sqlite", resume=False, batch_ops=256, batch_ms=50,
-                           synchronous="normal")
-    c = Campaign(cfg, _Comm(), od, journal)
-    journal.begin_run(c.minter.epoch.hex())
-    c.pump = _Pump()
-    for r in c.workers:
-        c.batch_of[r] = max_batch  # what a worker's HELLO offers (our workers: MAX_BATCH)
-        c.alive.add(r)
-        c.last_seen[r] = c.clock()
-    c._seed()
-    c.dispatching = True
-    c._t0 = c.clock()
-    c._fill()
+    # 2 workers, each offering max_batch in its HELLO (our workers: MAX_BATCH)
+    c, _ = offline_campaign(cfg, tmp_path / "out", workers=2, max_batch=max_batch)
     return c
 
 

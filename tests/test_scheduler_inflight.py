@@ -123,7 +123,8 @@ def test_the_coordinator_dispatches_nothing_into_a_slot_an_expired_dispatch_hold
     journal = Journal.open(tmp_path / "journal.sqlite", resume=False, clock=lambda: now[0])
     coord = Campaign(cfg, _Comm(), OutputDir(tmp_path / "out"), journal, clock=lambda: now[0])
     coord.pump = pump = _Pump()
-    coord.alive = {1, 2}
+    for r in (1, 2):
+        coord.members.hello(r)
     coord._seed()
     coord.dispatching = True
     coord._fill()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from symfence.coordinator.config import Config, ConfigError, PYTHON_EXECUTORS, exec_timeout_s, parse
+from symfence.coordinator.engines import TargetKind, target_of
 from symfence.coordinator.journal import JOURNAL_NAME, Journal, JournalError, JournalNotFoundError
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.preflight import CONFIG_SNAPSHOT
@@ -81,7 +82,7 @@ class CampaignDir:
 
     @property
     def native(self) -> bool:
-        return self.executor == "native"
+        return target_of(self.executor) is TargetKind.NATIVE  # (the engine registry's spec)
 
     @property
     def python(self) -> bool:

@@ -63,8 +63,14 @@ def module_files(names: list[str]) -> list[str]:
     return files
 
 
+_armed = [False]  # inside the harness call: only there may the alarm interrupt
+
+
 def _alarm(signum, frame):  # noqa: ANN001
-    raise ReplayTimeout()
+    # The alarm repeats (a harness may swallow the first); one that lands after the call
+    # returned or while the last one is handled must not escape the replay loop.
+    if _armed[0]:
+        raise ReplayTimeout()
 
 
 def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], timeout_s: float,
@@ -87,6 +93,7 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
             count += 1
             signal.setitimer(signal.ITIMER_REAL, timeout_s, 0.1)
             try:
+                _armed[0] = True
                 harness(data)
             except ReplayTimeout:
                 hangs += 1
@@ -95,6 +102,7 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
             except Exception as exc:  # noqa: BLE001 (every escaping exception is a finding)
                 found.setdefault(signature(exc), name)
             finally:
+                _armed[0] = False
                 signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
         cov.stop()

@@ -35,7 +35,13 @@ import z3
 from symfence.worker.concolic.dictionary import comparison_constants
 from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
-from symfence.worker.concolic.instrument import Target, TargetLoadError, load_target, parse_module_list
+from symfence.worker.concolic.instrument import (
+    FALLBACKS,
+    Target,
+    TargetLoadError,
+    load_target,
+    parse_module_list,
+)
 from symfence.worker.concolic.loops import LoopExtension
 from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
@@ -45,6 +51,18 @@ from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
 _MAX_KINDS = 24  # concretisation kinds reported per task (the rest add up in concretised_other)
+# A query with a regular-expression membership on its path (z3's string theory, ``relib``)
+# gets this many times solver_timeout_ms: z3 decides them in 0.05-0.5 s, bit-vectors in ms.
+_STRING_QUERY_FACTOR = 5
+# z3 turns a regex non-membership into a complement, and complementing a large pattern (or
+# intersecting a lexer's hundreds of them) runs in its rewriter, which ignores the query's
+# time-out (seen: sqlparse, minutes in seq_rewriter::mk_re_complement). So no query holds one:
+# a regex that did not match is left off the path of later queries (a child that matches it
+# diverges), one that matched is never negated (the search asks for matches, not for their
+# failure), and at most this many matches stay on a path: 0, as intersecting two memberships
+# on one text also ran past the time-out (email_validator, seq_rewriter::mk_regex_inter_normalize);
+# bytes a query does not mention keep the parent's values, so a match mostly survives.
+_MAX_STRING_PREFIX = 0
 
 
 class Progress(Protocol):
@@ -122,6 +140,8 @@ class _Prefix:
         self.loose = _Groups()
         self._next_branch = 0
         self._next_pin = 0
+        self.strings = 0  # regex memberships on the path so far
+        self.strings_dropped = 0
 
     def advance(self, index: int) -> list[Pin]:
         """Add everything before branch ``index``; returns the pins added."""
@@ -140,8 +160,11 @@ class _Prefix:
             path = cond if rec.taken[i] else z3.Not(cond)
             if i in rec.on_length:
                 self.loose.add(path, mask)
+            elif i in rec.strings and (not rec.taken[i] or self.strings >= _MAX_STRING_PREFIX):
+                self.strings_dropped += 1  # see _MAX_STRING_PREFIX
             elif i not in rec.ends:
                 self.groups.add(path, mask)
+                self.strings += i in rec.strings
             self._next_branch += 1
 
 
@@ -169,7 +192,8 @@ class ConcolicEngine:
         wall0, cpu0 = time.perf_counter(), time.process_time()
         try:
             options = EngineOptions.from_mapping(task.options)
-            target = load_target(task.target, parse_module_list(options.instrument))
+            target = load_target(task.target, parse_module_list(options.instrument),
+                                 options.instrument_imports)
         except (ValueError, TargetLoadError) as exc:  # the task's fault: a short message
             outcome = Outcome(ExitKind.ERROR, error=f"{type(exc).__name__}: {exc}")
         else:
@@ -201,6 +225,8 @@ class _Search:
         self.pending: list[CandidateOut] = []  # crashes and hangs awaiting the plain replay
         self.false_findings: list[tuple[bytes, ExitKind, str]] = []
         self.loops = LoopExtension(self)  # loops that must run longer than the input lets them
+        self.query_ms = options.solver_timeout_ms  # this query's time-out (``_solve`` sets it)
+        self.prefix: _Prefix | None = None  # the path of the run being expanded
 
     def _execute(self, data: bytes, *, symbolic: bool, timeout_s: float | None = None) -> Run:
         opts = self.options
@@ -236,9 +262,13 @@ class _Search:
         if symbolic.recorder.sites != concrete.recorder.sites[: len(symbolic.recorder.sites)]:
             self.stats["path_mismatches"] += 1
         self._count_run(symbolic)
+        if task.target in FALLBACKS and self.options.instrument_imports:
+            self.stats["imports_not_instrumented"] += 1  # the library failed to import rewritten
         if not symbolic.recorder.sites:
             self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
         self._expand(symbolic)
+        if self.prefix is not None and self.prefix.strings_dropped:
+            self.stats["regex_prefix_dropped"] += self.prefix.strings_dropped
         self._confirm_pending()
         return self._outcome(ExitKind.OK, trace)
 
@@ -293,7 +323,7 @@ class _Search:
         rec, opts, task = run.recorder, self.options, self.task
         self.tokens = comparison_constants(rec.conds, rec.sites)
         assert run.variables is not None
-        prefix = _Prefix(rec)
+        prefix = self.prefix = _Prefix(rec)
         prefix_hash = hash(("symfence", task.target))
         produced = {task.data}
         for i, (site, taken) in enumerate(zip(rec.sites, rec.taken)):
@@ -301,7 +331,8 @@ class _Search:
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
             # the input may always grow (memo: once per prefix), at the end or under a loop's
             # length test (``rec.on_length``)
-            if i >= task.bound or i in rec.ends or i in rec.on_length:
+            if (i >= task.bound or i in rec.ends or i in rec.on_length) and not (
+                    taken and i in rec.strings):  # a regex that matched: see _MAX_STRING_PREFIX
                 if len(self.candidates) + len(self.pending) >= opts.max_candidates:
                     self.stats["candidate_cap_hits"] += 1
                     return
@@ -359,6 +390,8 @@ class _Search:
         rec = prefix.rec
         cond, mask = rec.conds[index], rec.deps[index]
         flipped = z3.Not(cond) if rec.taken[index] else cond
+        strings = bool(rec.strings) and min(rec.strings) <= index
+        self.query_ms = self.options.solver_timeout_ms * (_STRING_QUERY_FACTOR if strings else 1)
         strict_mask, strict = prefix.groups.related(mask)
         loose_mask, relaxed = prefix.loose.related(strict_mask)
         if relaxed:
@@ -394,7 +427,7 @@ class _Search:
                  ) -> tuple[z3.CheckSatResult, z3.ModelRef | None, int]:
         """One solve for a parent of length ``n``: result, model and the child's length."""
         solver = z3.SimpleSolver()
-        solver.set("timeout", self.options.solver_timeout_ms)
+        solver.set("timeout", self.query_ms)
         solver.add(*constraints)
         solver.add(flipped)
         new_length = n

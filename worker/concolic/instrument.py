@@ -2,11 +2,13 @@
 
 The rewrite is the Python analogue of SymCC's compile-time instrumentation. It applies to the
 target's whole top-level package (for a target module outside any package, such as an Atheris
-harness ``fuzz_x.py``, the modules in its folder) plus the modules named in the ``instrument`` option (and
+harness ``fuzz_x.py``, the modules in its folder), the packages the target's module imports as
+its code under test (``harness_imports``: the library an OSS-Fuzz harness fuzzes; the modules
+of them imported while the target loads), plus the modules named in the ``instrument`` option (and
 their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
 never to symfence, z3 or the modules the engine models itself. In those modules:
-- calls ``int.from_bytes(...)``, ``int(...)`` and ``type(x)`` go to helpers from
-  ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
+- calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` and ``x.get(k[, default])`` go to
+  helpers from ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
   ``x[k]`` to ``sym_getitem`` (a symbolic index into a constant table or dict);
 - a comparison used as a value (returned, stored, passed) rather than as a test is decided
   on the spot (``sym_truth``), so plain code receives a real ``bool``;
@@ -31,10 +33,12 @@ import sys
 import types
 from typing import Any, Callable, Iterable
 
+from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.concolic.models import (
     instrumented_builtins,
     sym_contains,
     sym_from_bytes,
+    sym_get,
     sym_getitem,
     sym_int,
     sym_truth,
@@ -49,9 +53,10 @@ _CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__"}
 _IN = "__symfence_in__"
 _GETITEM = "__symfence_getitem__"
 _TRUTH = "__symfence_truth__"
+_GET = "__symfence_get__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
-           _TRUTH: sym_truth}
+           _TRUTH: sym_truth, _GET: sym_get}
 
 # Never rewritten: symfence and its solver, and what the engine models or runs on.
 NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", "types",
@@ -60,7 +65,9 @@ NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", 
          "contextlib", "dataclasses", "traceback", "linecache", "warnings", "operator",
          "keyword", "reprlib", "inspect", "ast", "dis", "tokenize", "token")
 
-_loaded: dict[tuple[str, tuple[str, ...]], Target] = {}
+_loaded: dict[tuple[str, tuple[str, ...], bool], Target] = {}
+# spec -> why the harness's imports could not be instrumented (the target was loaded without them)
+FALLBACKS: dict[str, str] = {}
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
@@ -125,6 +132,10 @@ class _Rewriter(ast.NodeTransformer):
                 and (func.id != "type" or (len(node.args) == 1 and not node.keywords))):
             node.func = ast.copy_location(ast.Name(_CALL_REWRITES[func.id], ast.Load()), func)
             self.rewrites += 1
+        elif (isinstance(func, ast.Attribute) and func.attr == "get" and not node.keywords
+                and 1 <= len(node.args) <= 2 and not any(isinstance(a, ast.Starred) for a in node.args)):
+            self.rewrites += 1
+            return _call(_GET, [func.value, ast.Constant("get"), *node.args], node)
         return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
@@ -210,9 +221,11 @@ def never_instrumented(name: str) -> bool:
     return any(name == n or name.startswith(n + ".") for n in NEVER)
 
 
-def instrumented_set(module_name: str, extra: Iterable[str]) -> Callable[[str], bool]:
-    """Predicate: is this module rewritten for a target in ``module_name`` with ``extra`` listed?"""
-    roots = {module_name.partition(".")[0]}
+def instrumented_set(module_name: str, extra: Iterable[str],
+                     implied: Iterable[str] = ()) -> Callable[[str], bool]:
+    """Predicate: is this module rewritten for a target in ``module_name`` with ``extra`` listed
+    and the packages ``implied`` (the harness's imports) rewritten when imported?"""
+    roots = {module_name.partition(".")[0], *(n for n in implied if not never_instrumented(n))}
     exact: set[str] = set()
     for name in extra:
         roots.add(name)
@@ -253,8 +266,9 @@ def loose_module_folder(module_name: str) -> str | None:
     return os.path.dirname(os.path.abspath(spec.origin))
 
 
-def _import_instrumented(module_name: str, extra: tuple[str, ...]) -> tuple[types.ModuleType, list[str]]:
-    wanted = instrumented_set(module_name, extra)
+def _import_instrumented(module_name: str, extra: tuple[str, ...],
+                         implied: tuple[str, ...] = ()) -> tuple[types.ModuleType, list[str]]:
+    wanted = instrumented_set(module_name, extra, implied)
     snapshot = dict(sys.modules)
     folder = loose_module_folder(module_name)
     finder = _Finder(wanted, folder)
@@ -290,10 +304,14 @@ def _import_instrumented(module_name: str, extra: tuple[str, ...]) -> tuple[type
     return module, finder.loaded
 
 
-def load_target(spec: str, instrument: Iterable[str] = ()) -> Target:
-    """The instrumented target function for ``"module.path:function"`` (cached per process)."""
+def load_target(spec: str, instrument: Iterable[str] = (), imports: bool = True) -> Target:
+    """The instrumented target function for ``"module.path:function"`` (cached per process).
+
+    ``imports``: also rewrite the packages the target's module imports as its code under test
+    (``harness_imports``). If the import fails only with them rewritten, the target is loaded
+    without them and the reason kept in ``FALLBACKS`` (the engine counts it), never an error."""
     extra = tuple(sorted(set(instrument)))
-    target = _loaded.get((spec, extra))
+    target = _loaded.get((spec, extra, imports))
     if target is not None:
         return target
     module_name, sep, function_name = spec.partition(":")
@@ -301,23 +319,36 @@ def load_target(spec: str, instrument: Iterable[str] = ()) -> Target:
         raise TargetLoadError(f"target must look like 'module.path:function', not {spec!r}")
     if never_instrumented(module_name):
         raise TargetLoadError(f"{module_name!r} cannot be a target (never instrumented)")
+    implied = harness_imports(module_name) if imports else ()
     try:
-        module, _ = _import_instrumented(module_name, extra)
+        module = _import_target(module_name, extra, implied)
+    except TargetLoadError as exc:
+        if not implied:
+            raise
+        FALLBACKS[spec] = f"{', '.join(implied)}: {exc}"
+        module = _import_target(module_name, extra, ())
+    target = getattr(module, function_name, None)
+    if not callable(target):
+        raise TargetLoadError(f"{module_name!r} has no callable {function_name!r}")
+    _loaded[(spec, extra, imports)] = target
+    return target
+
+
+def _import_target(module_name: str, extra: tuple[str, ...], implied: tuple[str, ...]) -> types.ModuleType:
+    try:
+        module, _ = _import_instrumented(module_name, extra, implied)
     except TargetLoadError:
         raise
     except ModuleNotFoundError as exc:
         raise TargetLoadError(f"cannot find module {module_name!r}: {exc}") from exc
     except Exception as exc:  # the module's own import-time code failed
         raise TargetLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
-    target = getattr(module, function_name, None)
-    if not callable(target):
-        raise TargetLoadError(f"{module_name!r} has no callable {function_name!r}")
-    _loaded[(spec, extra)] = target
-    return target
+    return module
 
 
-def instrumented_modules(spec: str, instrument: Iterable[str] = ()) -> list[str]:
-    """Names of the modules rewritten for a target (for logs and tests)."""
+def instrumented_modules(spec: str, instrument: Iterable[str] = (), imports: bool = True) -> list[str]:
+    """Names of the modules rewritten for a target (for logs, tests and benchmarks)."""
     module_name = spec.partition(":")[0]
-    _, loaded = _import_instrumented(module_name, tuple(sorted(set(instrument))))
+    implied = harness_imports(module_name) if imports else ()
+    _, loaded = _import_instrumented(module_name, tuple(sorted(set(instrument))), implied)
     return loaded

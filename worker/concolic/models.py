@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import io
-import re as _re
 import struct as _struct
 import sys
 import types
@@ -338,6 +337,18 @@ def sym_getitem(container: Any, key: Any) -> Any:
     if type(container) is dict:
         return _dict_lookup(container, key, frame)
     return container[key]
+
+
+def sym_get(container: Any, attr: str, *args: Any) -> Any:
+    """``container.get(key[, default])`` (instrumented ``x.get(...)`` calls): a symbolic key into
+    a plain dict is looked up as ``sym_getitem`` does (its membership a branch); anything else
+    is the object's own ``get``."""
+    if type(container) is dict and 1 <= len(args) <= 2 and isinstance(args[0], _PROXIES):
+        try:
+            return _dict_lookup(container, args[0], sys._getframe(1))
+        except KeyError:
+            return args[1] if len(args) == 2 else None
+    return getattr(container, attr)(*args)
 
 
 def _table_lookup(container: Any, key: SymInt, frame: Any) -> Any:
@@ -822,28 +833,6 @@ def _counting(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
     return wrapper
 
 
-class _CountingPattern:
-    """A compiled ``re`` pattern whose matching methods count a concretisation on symbolic text."""
-
-    def __init__(self, pattern: Any):
-        self._pattern = pattern
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._pattern, name)
-        if name in ("match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn"):
-            return _counting(attr, f"c_re.Pattern.{name}")
-        return attr
-
-    def __repr__(self) -> str:
-        return repr(self._pattern)
-
-    def __eq__(self, other: object) -> bool:
-        return self._pattern == getattr(other, "_pattern", other)
-
-    def __hash__(self) -> int:
-        return hash(self._pattern)
-
-
 _NEVER_MODEL = {"sys", "builtins", "gc", "_imp", "marshal", "_thread", "_weakref", "_io",
                 "itertools", "_functools", "_collections", "_abc", "posix", "nt", "_signal",
                 "faulthandler", "_warnings", "atexit", "errno", "time", "_operator"}
@@ -878,10 +867,9 @@ def model_module(name: str) -> types.ModuleType | None:
         model.iter_unpack, model.Struct = iter_unpack, Struct  # type: ignore[attr-defined]
         model.pack = _counting(_struct.pack, "c_struct.pack")  # type: ignore[attr-defined]
     elif name == "re" and module is not None:
-        model = _copy_module(module)
-        for fn in ("match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn"):
-            setattr(model, fn, _counting(getattr(_re, fn), f"c_re.{fn}"))
-        model.compile = lambda *a, **k: _CountingPattern(_re.compile(*a, **k))  # type: ignore[attr-defined]
+        from symfence.worker.concolic.relib import re_model  # relib uses this module's helpers
+
+        model = re_model(module, _copy_module)
     elif name == "atheris" and module is not None:
         model = _atheris_model(module)
     elif module is not None and _is_c_module(name, module):

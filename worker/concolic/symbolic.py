@@ -116,6 +116,7 @@ class Recorder:
     __slots__ = (
         "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
         "pins", "locations", "capped", "concretisations", "implicit", "ends", "on_length",
+        "strings",
     )
 
     def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
@@ -135,14 +136,19 @@ class Recorder:
         # indices of branches on the input length alone (``pos >= len(data)`` in a read loop):
         # negated whatever the bound, as the loop may need a longer input at any iteration
         self.on_length: set[int] = set()
+        self.strings: set[int] = set()  # branches whose condition is in z3's string theory (``re``)
 
     @property
     def wants_conditions(self) -> bool:
         """Whether a new branch's condition would be kept (symbolic and under the cap)."""
         return self.symbolic and len(self.sites) < self.max_branches
 
-    def branch(self, frame: Any, taken: bool, proxy: SymInt, end_of_input: int = -1) -> None:
+    def branch(self, frame: Any, taken: bool, proxy: SymInt, end_of_input: int = -1,
+               salt: int = 0) -> None:
         site, not_taken_loc, taken_loc = site_of(frame)
+        if salt:  # one call site deciding for several things (the patterns of a lexer loop)
+            site = _mix(site ^ (salt << 16), 1)
+            not_taken_loc, taken_loc = _mix(site, 0), _mix(site, 1)
         if end_of_input >= 0:
             # A different site per input length (bucketed): reaching the end at another length
             # is another path, so a longer input shows as new coverage and is kept.
@@ -227,10 +233,11 @@ def decide(test: Any, frame: Any) -> bool:
 
 
 def implicit_branch(frame: Any, taken: bool, build: Callable[[], tuple[z3.BoolRef, int] | None],
-                    end_of_input: int = -1) -> bool:
+                    end_of_input: int = -1, salt: int = 0) -> bool:
     """Record an implicit branch whose condition ``build()`` makes only when it is kept.
 
-    ``end_of_input`` (the length reached) marks a ``len > n`` branch (see ``Recorder.branch``).
+    ``end_of_input`` (the length reached) marks a ``len > n`` branch (see ``Recorder.branch``);
+    a non-zero ``salt`` makes another site of the same call site (e.g. per regex pattern).
     """
     rec = _active
     if rec is None:
@@ -244,7 +251,7 @@ def implicit_branch(frame: Any, taken: bool, build: Callable[[], tuple[z3.BoolRe
     else:
         test = SymBool(taken, 0, None)
     rec.implicit += 1
-    rec.branch(frame, taken, test, end_of_input)
+    rec.branch(frame, taken, test, end_of_input, salt)
     return taken
 
 

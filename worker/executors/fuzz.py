@@ -1,47 +1,71 @@
-"""The fuzz Executor: one task = one time slice of Atheris (libFuzzer) on one target, in a child process.
+"""The fuzz Executor: one long-lived Atheris (libFuzzer) process per target, one task = one turn of it.
 
-The WORK's data is a ``protocol.fuzzslice`` spec: corpus entries and dictionary tokens this
-worker does not have yet for that target. The executor keeps, per target, a corpus folder (every
-entry the coordinator sent plus every input its own slices kept) and a dictionary, so a slice
-never resends the whole queue. A slice runs ``worker.fuzz.slice_child`` in a
-``worker.childproc.ChildProcess`` (its stderr is libFuzzer's log) for ``slice_s`` seconds of fuzzing (start-up not counted); Python exceptions and CPU time-outs are
-caught inside (the run goes on), and when something Python cannot catch ends the process early
-(native crash, native hang past libFuzzer's ``-timeout``, out of memory) the executor keeps
-libFuzzer's artifact, drops that input from the corpus and starts the child again for the rest
-of the slice (no restart after twice the slice length plus 10 s of wall time, start-ups
-excluded, or 50 restarts). The outcome's candidates are every input libFuzzer kept
-in this slice (OK), and every crash and hang (CRASH / HANG with their traceback). Traces are
+The first fuzz WORK of a target starts ``worker.fuzz.live_child`` in a ``ChildProcess`` (its
+stderr is libFuzzer's log); it then runs for the whole campaign: the instrumented import and the
+corpus load are paid once. A WORK (a *turn*) carries a ``protocol.fuzzslice`` spec, the corpus
+entries and dictionary tokens this worker does not have yet for that target. The turn drops the
+entries into the process's corpus folder (libFuzzer's first folder: with ``-reload`` it reads and
+runs them while it fuzzes; their mtimes are stepped so that its whole-second "newer than my last
+read" test cannot skip them), lets the process run (SIGCONT) for ``slice_s`` seconds of wall
+time (start-up included; the first turn lasts until the first execution, a restarted process
+still importing at the end of a turn goes on at the next), then stops it
+(SIGSTOP: the core is the engine's until the next turn) and answers with what the process did
+meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG with their
+traceback) and its executions. An aborted turn only stops the process: what it found is in the
+next turn's answer. New dictionary tokens go into the dictionary file, which libFuzzer reads at
+start only: a turn restarts the process (same corpus) once 8 new tokens have come and its
+start-up was under 5% of its run so far.
+
+A Python exception or CPU time-out is caught inside the process (it goes on). What Python cannot
+catch ends it: a native crash or out of memory (libFuzzer writes its artifact), or a native hang,
+seen here by the shared execution counter standing still (for ``2 x exec_timeout_s + 1`` seconds
+of the child's CPU, or ``4 x exec_timeout_s + 2`` seconds of running wall time for a hang that
+burns no CPU): the executor sends SIGSEGV, so libFuzzer writes the input it was running. The
+input is reported once, leaves the corpus folder, and the process starts again on the same corpus
+(nothing else lost; the same stack again is not reported again), within the turn while it lasts (at most 50 restarts a turn). Traces are
 filled in by ``TracedExecutor`` (the real tracer), not here.
 
-Options (``Task.options``): ``slice_s``, ``exec_timeout_s``, ``max_len``, ``max_candidates``.
+Options (``Task.options``): ``slice_s``, ``exec_timeout_s``, ``max_len``, ``max_candidates``,
+``rss_limit_mb``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import mmap
 import os
 import re
+import signal
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import structlog
+
 from symfence.protocol.fuzzslice import unpack_spec
 from symfence.protocol.options import FuzzOptions
 from symfence.worker import childwire as wire
 from symfence.worker.childproc import ChildProcess
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 
-_ENGINE = "symfence.worker.fuzz.slice_child"
-_MIN_RUN_S = 1  # libFuzzer's -max_total_time is whole seconds; less is not worth a restart
-_RESTART_ALLOWANCE_S = 10.0  # wall time (start-ups excluded) beyond twice the slice length
-_MAX_RESTARTS = 50
-_START_GRACE_S = 30.0  # import + instrumentation + corpus load before the slice clock matters
+log = structlog.get_logger()
+_ENGINE = "symfence.worker.fuzz.live_child"
+_MAX_RESTARTS = 50  # per turn
+_START_LIMIT_S = 600.0  # import + instrumentation + corpus load: past this with no input run, an error
 _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
                    "timeout": ExitKind.HANG}
-_MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest stay in this worker's corpus)
-_FINAL_EXECS = re.compile(rb"stat::number_of_executed_units:\s*(\d+)")
+_MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest go in the next turn's)
+_DICT_RESTART_TOKENS = 8  # new dictionary tokens worth a restart ...
+_DICT_RESTART_COST = 0.05  # ... when its start-up is at most this share of the run's time so far
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+# libFuzzer's (and Atheris's own) unit timer counts wall time, stopped time included: after a
+# turn's SIGSTOP it would call any unit a time-out. "Off" is a day (-timeout=0 is not off: Atheris
+# reads it as a 0 s limit); native hangs are the watchdog's (_watchdog).
+_UNIT_TIMER_OFF_S = 86400
 
 
 def _dict_line(i: int, token: bytes) -> str:
@@ -79,45 +103,97 @@ def native_detail(kind: str, log: str) -> str:
     return text + f"{name}: {error}" + (f" ({fatal})" if fatal else "") + "\n"
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 @dataclass
-class _TargetState:
-    corpus: Path
-    dictionary: Path
+class _Live:
+    """One target's long-lived fuzzing process and its folders; lives as long as the executor."""
+
+    folder: Path
     tokens: list[bytes] = field(default_factory=list)
     token_set: set[bytes] = field(default_factory=set)
+    known: set[str] = field(default_factory=set)  # corpus file names imported or already reported
+    proc: ChildProcess | None = None
+    counter: memoryview | None = None
+    counter_map: mmap.mmap | None = None
+    launched_at: float = 0.0
+    entered_at: float | None = None  # this run's first execution (monotonic)
+    log_offset: int = 0  # where this run's part of the log starts
+    reported: int = 0  # the counter's value at the last answer (this run)
+    progress_count: int = 0  # watchdog: the counter when it last moved ...
+    progress_at: float = 0.0  # ... and when (wall, running time only)
+    progress_cpu: float = 0.0  # ... and the child's CPU then
+    hang_signalled: bool = False  # the watchdog sent SIGSEGV for a native hang
+    stamp_ns: int = 0  # the last mtime given to imported entries (and the corpus folder)
+    native_seen: set[str] = field(default_factory=set)  # what ended the process, once per stack
+    startup_s: float = 0.0  # this run's start-up: launch to first execution
+    launch_tokens: int = 0  # dictionary tokens this run was started with
+    runs: int = 0
+
+    @property
+    def corpus(self) -> Path:
+        return self.folder / "corpus"
+
+    @property
+    def found(self) -> Path:
+        return self.folder / "found"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.folder / "artifacts"
+
+    @property
+    def dictionary(self) -> Path:
+        return self.folder / "dictionary"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "log"
+
+    def count(self) -> int:
+        return int(self.counter[0]) if self.counter is not None else 0
 
 
 @dataclass
-class _Slice:
+class _Turn:
     task: Task
     options: FuzzOptions
-    state: _TargetState
-    folder: Path
+    live: _Live
     started: float
-    fuzz_s: float = 0.0  # fuzzing time used so far (from each run's first execution to its end)
-    proc: ChildProcess | None = None
-    run_started: float = 0.0
-    run_budget: float = 0.0  # this run's -max_total_time
-    first_exec: float | None = None  # this run's first execution (monotonic), from the child
-    counted: int = 0  # this run's executions as the child last counted them
-    startup_s: float = 0.0  # the runs' start-ups (import, instrumentation): not slice time
-    runs: int = 0
-    restarts: int = 0
     execs: int = 0
     cpu_s: float = 0.0
+    cpu_mark: float = 0.0  # the child's CPU when this turn resumed it (or it started)
+    startup_s: float = 0.0
+    runs: int = 0
+    restarts: int = 0
     artifacts: list[CandidateOut] = field(default_factory=list)
+    error: str = ""
 
 
 class FuzzExecutor:
-    """Executor for Atheris fuzz slices; see the module docstring."""
+    """Executor for turns of long-lived Atheris processes; see the module docstring."""
 
     def __init__(self, *, python: str | None = None, workdir: str | None = None):
         self._python = python or sys.executable
         self._root = Path(tempfile.mkdtemp(prefix="symfence-fuzz-", dir=workdir))
-        self._targets: dict[str, _TargetState] = {}
-        self._run: _Slice | None = None
+        self._lives: dict[str, _Live] = {}
+        self._turn: _Turn | None = None
+        self._last: _Live | None = None
         self._ready: Outcome | None = None
-        self._seq = 0
+
+    @property
+    def child_pid(self) -> int | None:
+        """The process of the last turn (running, or stopped between turns)."""
+        live = self._last
+        return live.proc.pid if live is not None and live.proc is not None else None
 
     # -- Executor protocol --------------------------------------------------------------------
 
@@ -129,207 +205,324 @@ class FuzzExecutor:
         except ValueError as exc:
             self._ready = Outcome(ExitKind.ERROR, error=f"bad fuzz slice: {exc}")
             return
-        state = self._target(task.target)
-        for entry in spec.entries:
-            path = state.corpus / hashlib.sha1(entry).hexdigest()
-            if not path.exists():
-                path.write_bytes(entry)
-        new_tokens = [t for t in spec.tokens if t not in state.token_set]
-        if new_tokens:
-            state.tokens.extend(new_tokens)
-            state.token_set.update(new_tokens)
-            with state.dictionary.open("a") as fh:
-                for i, token in enumerate(new_tokens, len(state.tokens) - len(new_tokens)):
-                    fh.write(_dict_line(i, token))
-        self._seq += 1
-        folder = self._root / f"slice-{self._seq}"
-        for sub in ("new", "found", "artifacts"):
-            (folder / sub).mkdir(parents=True)
-        self._run = _Slice(task, options, state, folder, time.monotonic())
-        self._launch(self._run)
+        live = self._last = self._live(task.target)
+        self._add_tokens(live, spec.tokens)
+        self._import(live, spec.entries)
+        turn = self._turn = _Turn(task, options, live, time.monotonic())
+        if live.proc is not None and self._dictionary_due(live, turn.started):
+            log.info("fuzz.restarted", target=task.target, reason="dictionary", tokens=len(live.tokens))
+            self._end(live)  # stopped right after its last answer: nothing of it is unreported
+        if live.proc is None:
+            self._launch(turn)
+        else:
+            self._resume(turn)
 
     def wait(self, timeout_s: float) -> Outcome | None:
         if self._ready is not None:
             outcome, self._ready = self._ready, None
             return outcome
-        run = self._run
-        if run is None:
+        turn = self._turn
+        if turn is None:
             return None
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
-            assert run.proc is not None
-            ended = run.proc.exited() is not None
-            self._drain(run)  # after the exit check: what it sent before exiting is all there
+            live = turn.live
+            assert live.proc is not None
+            ended = live.proc.exited() is not None
+            self._drain(turn)  # after the exit check: what it sent before exiting is all there
             if ended:
-                run.cpu_s += run.proc.cpu_s
-                return self._run_ended(run)
+                answer = self._process_ended(turn)
+                if answer is not None:
+                    return answer
+                continue
             now = time.monotonic()
-            if now > run.run_started + run.run_budget + _START_GRACE_S + 2 * run.options.exec_timeout_s:
-                self._kill(run)  # libFuzzer did not stop on its own: a backstop, not the plan
-                return self._run_ended(run, killed=True)
+            if live.entered_at is not None:
+                self._watchdog(turn, now)
+            elif now - live.launched_at > _START_LIMIT_S:
+                live.proc.kill_group()  # ends as a process that never ran an input
+                continue
+            first_start = live.entered_at is None and live.runs == 1  # its first answer says if it runs
+            if now >= turn.started + turn.options.slice_s and not first_start:
+                return self._answer(turn)  # (a restart still starting goes on at the next turn)
             if now >= deadline:
                 return None
-            time.sleep(min(0.01, deadline - now))
+            time.sleep(min(0.01, max(0.0, deadline - now)))
 
-    def _drain(self, run: _Slice) -> None:
-        """Take in what the child streamed: its first execution and its execution count."""
-        proc = run.proc
+    def abort(self) -> None:
+        """The turn is cancelled: the process is only stopped, its finds go in the next answer."""
+        turn, self._turn = self._turn, None
+        self._ready = None
+        if turn is not None and turn.live.proc is not None:
+            self._pause(turn.live)
+
+    def close(self) -> None:
+        self._turn = None
+        for live in self._lives.values():
+            self._end(live)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    # -- the process's life -------------------------------------------------------------------
+
+    def _live(self, target: str) -> _Live:
+        live = self._lives.get(target)
+        if live is None:
+            live = _Live(self._root / hashlib.sha256(target.encode()).hexdigest()[:16])
+            for folder in (live.corpus, live.found, live.artifacts):
+                folder.mkdir(parents=True)
+            live.log.touch()
+            self._lives[target] = live
+        return live
+
+    def _add_tokens(self, live: _Live, tokens: tuple[bytes, ...]) -> None:
+        new_tokens = [t for t in tokens if t not in live.token_set]
+        if new_tokens:
+            with live.dictionary.open("a") as fh:
+                for i, token in enumerate(new_tokens, len(live.tokens)):
+                    fh.write(_dict_line(i, token))
+            live.tokens.extend(new_tokens)
+            live.token_set.update(new_tokens)
+
+    def _import(self, live: _Live, entries: tuple[bytes, ...]) -> None:
+        """Drop entries into the corpus folder. libFuzzer's reload reads the folder only when its
+        mtime (whole seconds) is past the one it last read, and then the files not older than
+        that: every import gets a stamp past all earlier ones, on its files and on the folder.
+        The process is stopped (or not started) meanwhile, so it never sees half an import."""
+        fresh = []
+        for entry in entries:
+            name = hashlib.sha1(entry).hexdigest()
+            if name not in live.known:
+                live.known.add(name)
+                if not (live.corpus / name).exists():
+                    fresh.append((name, entry))
+        if not fresh:
+            return
+        whole_s = 1_000_000_000
+        live.stamp_ns = max((math.ceil(time.time()) + 1) * whole_s, live.stamp_ns + whole_s)
+        stamp = (live.stamp_ns, live.stamp_ns)
+        for name, entry in fresh:
+            tmp = live.folder / "incoming.tmp"
+            tmp.write_bytes(entry)
+            os.utime(tmp, ns=stamp)
+            os.replace(tmp, live.corpus / name)
+        os.utime(live.corpus, ns=stamp)
+
+    def _launch(self, turn: _Turn) -> None:
+        live, opts = turn.live, turn.options
+        args = [str(live.corpus), f"-timeout={_UNIT_TIMER_OFF_S}", "-reload=1", f"-artifact_prefix={live.artifacts}{os.sep}",
+                f"-rss_limit_mb={opts.rss_limit_mb}"]
+        if opts.max_len:
+            args.append(f"-max_len={opts.max_len}")
+        if live.tokens:
+            args.append(f"-dict={live.dictionary}")
+        counter_path = live.folder / f"counter-{live.runs}"
+        counter_path.write_bytes(bytes(8))
+        options = {"libfuzzer_args": args, "found_dir": str(live.found), "counter_path": str(counter_path),
+                   "exec_timeout_s": opts.exec_timeout_s}
+        self._unmap(live)
+        with counter_path.open("r+b") as fh:
+            live.counter_map = mmap.mmap(fh.fileno(), 8)
+        live.counter = memoryview(live.counter_map).cast("Q")
+        live.log_offset = live.log.stat().st_size
+        live.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(live.log))
+        live.launched_at = time.monotonic()
+        live.entered_at, live.reported, live.hang_signalled = None, 0, False
+        self._mark_progress(live, live.launched_at)
+        live.runs += 1
+        live.launch_tokens = len(live.tokens)
+        turn.runs += 1
+        log.info("fuzz.started", target=turn.task.target, pid=live.proc.pid, run=live.runs,
+                 corpus=sum(1 for _ in os.scandir(live.corpus)))
+        turn.cpu_mark = 0.0
+        try:
+            live.proc.send(wire.RunTask(Task(turn.task.token, turn.task.work_id, b"", turn.task.target,
+                                             options=options), tuple(sys.path)))
+        except OSError:
+            pass  # it died at once: the exit check sees it
+
+    @staticmethod
+    def _dictionary_due(live: _Live, now: float) -> bool:
+        """libFuzzer reads -dict at start only: a restart for new tokens when there are enough of
+        them and the restart is cheap (start-up under 5% of the time this run has had)."""
+        new = len(live.tokens) - live.launch_tokens
+        return new >= _DICT_RESTART_TOKENS and live.entered_at is not None \
+            and live.startup_s <= _DICT_RESTART_COST * (now - live.launched_at)
+
+    def _resume(self, turn: _Turn) -> None:
+        live = turn.live
+        assert live.proc is not None
+        turn.cpu_mark = _cpu_s(live.proc.pid)
+        self._mark_progress(live, time.monotonic())
+        self._signal(live, signal.SIGCONT)
+
+    def _pause(self, live: _Live) -> None:
+        self._signal(live, signal.SIGSTOP)
+
+    @staticmethod
+    def _signal(live: _Live, sig: int) -> None:
+        if live.proc is not None and live.proc.returncode is None:
+            try:
+                os.killpg(live.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _end(self, live: _Live) -> None:
+        if live.proc is not None:
+            live.proc.close()
+            live.proc = None
+        self._unmap(live)
+
+    @staticmethod
+    def _unmap(live: _Live) -> None:
+        if live.counter is not None:
+            live.counter.release()
+            live.counter = None
+        if live.counter_map is not None:
+            live.counter_map.close()
+            live.counter_map = None
+
+    def _mark_progress(self, live: _Live, now: float) -> None:
+        live.progress_count, live.progress_at = live.count(), now
+        live.progress_cpu = _cpu_s(live.proc.pid) if live.proc is not None else 0.0
+
+    def _watchdog(self, turn: _Turn, now: float) -> None:
+        """A native hang: the counter stands still while the child burns CPU (or the clock runs)."""
+        live, timeout = turn.live, turn.options.exec_timeout_s
+        if live.hang_signalled or live.count() != live.progress_count:
+            if live.count() != live.progress_count:
+                live.progress_count, live.progress_at = live.count(), now
+                live.progress_cpu = -1.0  # read lazily: /proc only once it stands still
+            return
+        if now - live.progress_at < timeout:
+            return
+        assert live.proc is not None
+        cpu = _cpu_s(live.proc.pid)
+        if live.progress_cpu < 0:
+            live.progress_cpu = cpu
+        if cpu - live.progress_cpu > 2 * timeout + 1 or now - live.progress_at > 4 * timeout + 2:
+            live.hang_signalled = True
+            self._signal(live, signal.SIGSEGV)  # libFuzzer's handler writes the running input
+
+    def _drain(self, turn: _Turn) -> None:
+        """Take in what the child streamed: its first execution, or why it failed."""
+        live = turn.live
+        proc = live.proc
         assert proc is not None
         try:
             while proc.poll(0):
                 message = proc.recv()
-                if isinstance(message, wire.Entered) and run.first_exec is None:
-                    run.first_exec = message.since
-                elif isinstance(message, wire.Counted):
-                    run.counted = message.execs
+                if isinstance(message, wire.Entered) and live.entered_at is None:
+                    live.entered_at = message.since
+                    live.startup_s = max(0.0, message.since - live.launched_at)
+                    turn.startup_s += live.startup_s
                 elif isinstance(message, wire.Done):  # the harness failed before fuzzing
-                    with (run.folder / "log").open("a") as log:
+                    with live.log.open("a") as log:
                         log.write(message.outcome.error)
                     proc.kill_group()
         except (EOFError, OSError):
             return  # it ended: the exit check sees it
         except wire.ChildProtocolError as exc:
-            with (run.folder / "log").open("a") as log:
+            with live.log.open("a") as log:
                 log.write(f"fuzz child sent a malformed message: {exc}\n")
             proc.kill_group()
 
-    def abort(self) -> None:
-        run, self._run = self._run, None
-        self._ready = None
-        if run is not None:
-            self._kill(run)
-            shutil.rmtree(run.folder, ignore_errors=True)
-
-    def close(self) -> None:
-        self.abort()
-        shutil.rmtree(self._root, ignore_errors=True)
-
-    # -- one slice ----------------------------------------------------------------------------
-
-    def _target(self, target: str) -> _TargetState:
-        state = self._targets.get(target)
-        if state is None:
-            folder = self._root / hashlib.sha256(target.encode()).hexdigest()[:16]
-            (folder / "corpus").mkdir(parents=True)
-            state = self._targets[target] = _TargetState(folder / "corpus", folder / "dictionary")
-        return state
-
-    def _launch(self, run: _Slice) -> None:
-        opts = run.options
-        remaining = max(_MIN_RUN_S, round(opts.slice_s - run.fuzz_s))
-        run.run_budget = remaining
-        args = [str(run.folder / "new"), str(run.state.corpus), f"-max_total_time={remaining}",
-                f"-timeout={int(2 * opts.exec_timeout_s) + 1}",
-                f"-artifact_prefix={run.folder / 'artifacts'}{os.sep}", "-print_final_stats=1",
-                f"-rss_limit_mb={opts.rss_limit_mb}"]
-        if opts.max_len:  # and no gradual length control: its ramp would restart with every slice
-            args += [f"-max_len={opts.max_len}", "-len_control=0"]
-        if run.state.tokens:
-            args.append(f"-dict={run.state.dictionary}")
-        options = {"libfuzzer_args": args, "found_dir": str(run.folder / "found"),
-                   "exec_timeout_s": opts.exec_timeout_s}
-        run.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(run.folder / "log"))
-        run.run_started, run.first_exec, run.counted = time.monotonic(), None, 0
-        run.runs += 1
-        try:
-            run.proc.send(wire.RunTask(Task(run.task.token, run.task.work_id, b"", run.task.target,
-                                            options=options), tuple(sys.path)))
-        except OSError:
-            pass  # it died at once: the exit check sees it
-
-    @staticmethod
-    def _kill(run: _Slice) -> None:
-        proc = run.proc
-        if proc is not None and proc.returncode is None:
-            proc.close()
-            run.cpu_s += proc.cpu_s
-
-    def _run_ended(self, run: _Slice, *, killed: bool = False) -> Outcome | None:
-        log = (run.folder / "log").read_bytes()
-        run_log = log[log.rfind(b"INFO: Seed:"):] if b"INFO: Seed:" in log else log
-        run.proc.close()  # the pipes (it has exited, or was killed)
-        final = _FINAL_EXECS.findall(run_log)
-        run.execs += max(run.counted, int(final[-1]) if final else 0)
-        early = False
-        for path in sorted((run.folder / "artifacts").iterdir()):
-            kind = _ARTIFACT_KINDS.get(path.name.split("-", 1)[0])
+    def _process_ended(self, turn: _Turn) -> Outcome | None:
+        """The process ended (something Python cannot catch): report its artifact once, drop the
+        input from the corpus, start again on the same corpus while the turn lasts."""
+        live = turn.live
+        assert live.proc is not None
+        turn.execs += live.count() - live.reported
+        live.reported = live.count()
+        turn.cpu_s += max(0.0, live.proc.cpu_s - turn.cpu_mark)
+        with live.log.open("rb") as fh:
+            fh.seek(live.log_offset)
+            run_log = fh.read().decode(errors="replace")
+        ran = live.entered_at is not None
+        hang = live.hang_signalled
+        self._end(live)
+        for path in sorted(live.artifacts.iterdir()):
+            prefix = path.name.split("-", 1)[0]
+            kind = _ARTIFACT_KINDS.get(prefix)
             if kind is None:
                 path.unlink()
                 continue
-            detail = native_detail(path.name.split("-", 1)[0], run_log.decode(errors="replace"))
+            detail = native_detail(prefix, run_log)
+            if hang and prefix == "crash":  # our SIGSEGV: the watchdog's native hang
+                kind = ExitKind.HANG
+                detail = native_detail("timeout", run_log).replace(
+                    "libFuzzer: deadly signal", "no execution finished in time (native code or a blocking call)")
             data = path.read_bytes()
-            run.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
             path.unlink()
+            if detail not in live.native_seen:  # the same stack again: its input only leaves the corpus
+                live.native_seen.add(detail)
+                turn.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
             # A corpus file that kills the process would kill every restart while loading the
             # corpus: it leaves the fuzzer's corpus (it is reported as a finding instead).
-            sha1 = hashlib.sha1(data).hexdigest()
-            for folder in (run.state.corpus, run.folder / "new"):
-                (folder / sha1).unlink(missing_ok=True)
-            early = True
-        if killed:
-            early = True
-        hangs_list = run.folder / "found" / "hangs.list"
+            (live.corpus / hashlib.sha1(data).hexdigest()).unlink(missing_ok=True)
+        if not ran:  # import error, bad target, ...: a restart would fail the same way
+            turn.error = "fuzz process ran no input:\n" + run_log[-4000:]
+            return self._answer(turn)
+        if turn.restarts >= _MAX_RESTARTS or time.monotonic() >= turn.started + turn.options.slice_s:
+            return self._answer(turn)  # the next turn starts it again
+        turn.restarts += 1
+        self._launch(turn)
+        return None
+
+    # -- the answer ---------------------------------------------------------------------------
+
+    def _answer(self, turn: _Turn) -> Outcome:
+        """Stop the process and report what it did since the last answer."""
+        self._turn = None
+        live, opts = turn.live, turn.options
+        if live.proc is not None:
+            self._pause(live)
+            turn.execs += live.count() - live.reported
+            live.reported = live.count()
+            turn.cpu_s += max(0.0, _cpu_s(live.proc.pid) - turn.cpu_mark)
+        hangs_list = live.found / "hangs.list"
         if hangs_list.exists():  # inputs that hung cost their time-out at every corpus load
             for sha1 in hangs_list.read_text().split():
-                (run.state.corpus / sha1).unlink(missing_ok=True)
-        # The child's first execution: start-up is not slice time. If it never ran an input
-        # (import error, ...), a restart won't either.
-        ran = run.first_exec is not None
-        if run.first_exec is not None:
-            run.startup_s += max(0.0, run.first_exec - run.run_started)
-            run.fuzz_s += max(0.0, time.monotonic() - run.first_exec)
-        remaining = run.options.slice_s - run.fuzz_s
-        # Start-up is not slice time, but restarts are not free: the wall clock caps them.
-        wall = time.monotonic() - run.started - run.startup_s
-        in_time = wall < 2 * run.options.slice_s + _RESTART_ALLOWANCE_S and run.restarts < _MAX_RESTARTS
-        if ran and in_time and (early or run.proc.returncode != 0) and remaining >= _MIN_RUN_S:
-            run.restarts += 1
-            self._launch(run)
-            return None
-        self._run = None
-        return self._finish(run, log)
-
-    def _finish(self, run: _Slice, log: bytes) -> Outcome:
-        opts = run.options
-        kept = sorted((run.folder / "new").iterdir(), key=lambda p: p.stat().st_mtime_ns)
-        hangs_list = run.folder / "found" / "hangs.list"
-        hung = set(hangs_list.read_text().split()) if hangs_list.exists() else set()
+                live.known.add(sha1)
+                (live.corpus / sha1).unlink(missing_ok=True)
+            hangs_list.unlink()
         candidates: list[CandidateOut] = []
-        size = 0
-        for path in kept:
-            data = path.read_bytes()
-            if path.name in hung:  # reported below (or a duplicate of a reported hang)
-                path.unlink()
+        size = kept = 0
+        fresh = [e for e in os.scandir(live.corpus) if e.name not in live.known]
+        for entry in sorted(fresh, key=lambda e: e.stat().st_mtime_ns):
+            try:
+                data = Path(entry.path).read_bytes()
+            except OSError:
                 continue
-            if len(candidates) < opts.max_candidates and size + len(data) <= _MAX_RESULT_BYTES:
-                candidates.append(CandidateOut(data, {}, ExitKind.OK, 0))
-                size += len(data)
-            os.replace(path, run.state.corpus / path.name)  # the next slice starts from it too
+            if len(candidates) >= opts.max_candidates or size + len(data) > _MAX_RESULT_BYTES:
+                break  # the next answer
+            live.known.add(entry.name)
+            candidates.append(CandidateOut(data, {}, ExitKind.OK, 0))
+            size += len(data)
+            kept += 1
         found = 0
-        for path in sorted((run.folder / "found").iterdir()):
-            if path.suffix in (".txt", ".list"):
+        for path in sorted(live.found.iterdir()):
+            if path.suffix in (".txt", ".list", ".tmp"):
                 continue
             kind = ExitKind.CRASH if path.name.startswith("crash-") else ExitKind.HANG
             detail_path = path.with_name(path.name + ".txt")
             detail = detail_path.read_text(errors="replace") if detail_path.exists() else ""
             candidates.append(CandidateOut(path.read_bytes(), {}, kind, 0, detail))
+            path.unlink()
+            detail_path.unlink(missing_ok=True)
             found += 1
-        candidates.extend(run.artifacts)
-        error = ""
-        status = ExitKind.OK
-        if run.execs == 0 and not candidates:
-            status = ExitKind.ERROR  # the target never ran: say why (import error, bad target)
-            error = "fuzz slice ran no input:\n" + log.decode(errors="replace")[-4000:]
-        shutil.rmtree(run.folder, ignore_errors=True)
-        stats = {"fuzz_slices": 1, "fuzz_runs": run.runs, "fuzz_restarts": run.restarts,
-                 "fuzz_kept": len(kept), "fuzz_findings": found + len(run.artifacts),
-                 "fuzz_corpus": sum(1 for _ in run.state.corpus.iterdir())}
-        return Outcome(status, {}, tuple(candidates), wall_s=time.monotonic() - run.started,
-                       cpu_s=run.cpu_s, execs=run.execs, error=error, stats=stats)
+        candidates.extend(turn.artifacts)
+        status = ExitKind.ERROR if turn.error and turn.execs == 0 and not candidates else ExitKind.OK
+        stats = {"fuzz_turns": 1, "fuzz_runs": turn.runs, "fuzz_restarts": turn.restarts,
+                 "fuzz_kept": kept, "fuzz_findings": found + len(turn.artifacts),
+                 "fuzz_startup_ms": int(turn.startup_s * 1000),
+                 "fuzz_corpus": sum(1 for _ in os.scandir(live.corpus))}
+        return Outcome(status, {}, tuple(candidates), wall_s=time.monotonic() - turn.started,
+                       cpu_s=turn.cpu_s, execs=turn.execs, error=turn.error if status is ExitKind.ERROR else "",
+                       stats=stats)
 
 
 def executor() -> Executor:
-    """The WORK executor "fuzz": slices, their inputs measured by the real tracer."""
+    """The WORK executor "fuzz": turns of long-lived Atheris processes, their inputs measured by
+    the real tracer."""
     from symfence.worker.executors.traced import TracedExecutor
 
     return TracedExecutor(FuzzExecutor(), trace_input=False)

@@ -76,7 +76,11 @@ def _own(path: str) -> bool:
 
 
 def default_include(module: types.ModuleType) -> list[str]:
-    """The target's top-level package (or module file) plus the modules it references."""
+    """The target's top-level package (or module file) plus the packages of what it references:
+    ``from markdown_it import MarkdownIt`` or ``from pyasn1.codec.ber import decoder`` stands
+    for the whole ``markdown_it`` / ``pyasn1`` package (the defining module alone would hide
+    every other module of the library the input reaches, and the fuzz stage's inputs that
+    reach only those would count as nothing new)."""
     roots: list[str] = []
     top = sys.modules.get(module.__name__.split(".")[0], module)
     for mod in (top, module):
@@ -87,8 +91,11 @@ def default_include(module: types.ModuleType) -> list[str]:
         if name.startswith("__"):  # __loader__, __spec__, __builtins__: the import system's
             continue
         ref = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", "") or "")
-        if isinstance(ref, types.ModuleType) and (origin := _origin(ref)):
-            roots.append(origin)
+        if not isinstance(ref, types.ModuleType):
+            continue
+        for mod in (ref, sys.modules.get(ref.__name__.split(".")[0])):
+            if isinstance(mod, types.ModuleType) and (origin := _origin(mod)):
+                roots.append(origin)
     return sorted({r for r in roots if not _own(r)})
 
 

@@ -1,33 +1,36 @@
-"""One run of libFuzzer (Atheris) on one target: the process a fuzz slice runs in (a ``childserve`` handler).
+"""The long-lived Atheris (libFuzzer) process of one target on one worker (a ``childserve`` handler).
 
-Run as ``python -m symfence.worker.childserve symfence.worker.fuzz.slice_child ...`` by
-``worker.executors.fuzz.FuzzExecutor``; the request's task names the target, its options carry
-``libfuzzer_args``, ``found_dir`` and ``exec_timeout_s``. The target's module is imported inside
-``atheris.instrument_imports`` (so the target and the library code it imports count for
-libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs until ``-max_total_time`` and exits
-the process. Kept inputs land in the slice's own corpus folder (libFuzzer writes new units to the
-first folder), the worker's corpus folder is read as a second one.
+Run as ``python -m symfence.worker.childserve symfence.worker.fuzz.live_child ...`` by
+``worker.executors.fuzz.FuzzExecutor``, once per target for the whole campaign (again only after
+something Python cannot catch ended it). The request's task names the target; its options carry
+``libfuzzer_args``, ``found_dir``, ``counter_path`` and ``exec_timeout_s``. The target's module is
+imported inside ``atheris.instrument_imports`` (the target and the library code it imports count
+for libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs with no time limit: the parent
+ends it. libFuzzer's first corpus folder is the target's corpus folder: it writes the inputs it
+keeps there, and with ``-reload`` it reads (and runs) every file the parent drops there while it
+runs - how the engine's and other workers' finds reach it.
 
 A Python exception or CPU time-out inside the target does not end the run: the harness catches
 it, records the input once per distinct signature (``found/crash-<sha1>`` plus a ``.txt`` with the
-traceback, or ``found/hang-<sha1>``) and returns, so libFuzzer keeps going. Only what Python cannot
-catch (a native crash, a native hang caught by libFuzzer's ``-timeout``, running out of memory)
-ends the process early; libFuzzer then writes its artifact and the parent restarts the slice.
-The harness streams ``Entered`` at its first execution (the slice clock starts there, not at
-start-up) and ``Counted`` (its execution count) every quarter second, and turns on
-``faulthandler`` so a native crash leaves the Python stack in the log. The request never gets
-a ``Done``: libFuzzer ends the process when its time is up.
+traceback, or ``found/hang-<sha1>``) and returns, so libFuzzer keeps going. Every execution
+stores the execution count in an 8-byte shared counter (``counter_path``, mapped by the parent:
+its progress and its native-hang watchdog). libFuzzer's and Atheris's wall-clock unit timer is
+set to a day (``-timeout=86400``): the parent stops the process (SIGSTOP) while the engine has the core, which
+that timer would take for a hang. ``faulthandler`` is on, so a native crash (or the parent's
+SIGSEGV for a native hang) leaves the Python stack in the log. The process asks the kernel to
+kill it when the worker dies (``PR_SET_PDEATHSIG``): it has no time limit of its own.
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import hashlib
 import importlib
+import mmap
 import os
 import signal
 import sys
-import time
 import traceback
 from typing import Any
 
@@ -38,15 +41,23 @@ from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Outcome, Phase
 
-_MAX_FINDINGS = 64  # per run: one input per distinct signature, at most this many
+_MAX_FINDINGS = 64  # per target: one input per distinct signature, at most this many
+_PR_SET_PDEATHSIG = 1
 
 
 class _Timeout(BaseException):
     pass
 
 
+_armed = [False]  # inside the target's call: only there may the CPU timer interrupt
+
+
 def _on_vtalrm(signum: int, frame: Any) -> None:
-    raise _Timeout()
+    # A timer signal whose Python handler runs late (after the call returned, or a repeat while
+    # the last one is handled) must not escape one_input: Atheris ends the process on that.
+    if _armed[0]:
+        _armed[0] = False
+        raise _Timeout()
 
 
 def _signature(exc: BaseException) -> str:
@@ -55,7 +66,17 @@ def _signature(exc: BaseException) -> str:
     return f"{type(exc).__name__}@{where}"
 
 
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's close() still kills the group
+        pass
+    if os.getppid() == 1:  # the parent died before the request arrived
+        os._exit(1)
+
+
 def fuzz(request: RunTask, events: Events) -> Outcome:
+    _die_with_parent()
     spec = request.task.options
     module_name, _, attr = request.task.target.partition(":")
     atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)  # the harness's instrument_all(): done below
@@ -65,9 +86,12 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     fn = getattr(module, attr)
     found = spec["found_dir"]
     exec_timeout = float(spec["exec_timeout_s"])
-    signatures = os.path.join(found, "signatures.list")  # shared by the restarts of one slice
+    signatures = os.path.join(found, "signatures.list")  # shared by the restarts of the process
     seen: set[str] = set(open(signatures).read().splitlines()) if os.path.exists(signatures) else set()
-    state = {"execs": 0, "next_write": time.monotonic() + 0.25}
+    with open(spec["counter_path"], "r+b") as fh:
+        counter_map = mmap.mmap(fh.fileno(), 8)
+    counter = memoryview(counter_map).cast("Q")
+    state = {"execs": 0}
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
@@ -80,39 +104,41 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         name = os.path.join(found, f"{kind}-{hashlib.sha1(data).hexdigest()}")
         with open(name + ".txt", "w") as fh:
             fh.write(detail)
-        with open(name, "wb") as fh:
+        with open(name + ".tmp", "wb") as fh:  # the parent takes only whole files
             fh.write(data)
+        os.replace(name + ".tmp", name)
 
     def one_input(data: bytes) -> None:
         if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
             faulthandler.enable()  # a native crash leaves the Python stack in the log
-            events.entered(Phase.INPUT)  # the slice clock starts now, not at start-up
+            events.entered(Phase.INPUT)
         state["execs"] += 1
+        counter[0] = state["execs"]
         setitimer(vtimer, exec_timeout, 0.05)
         try:
+            _armed[0] = True
             fn(data)
+            _armed[0] = False
         except _Timeout:
             setitimer(vtimer, 0)
-            with open(os.path.join(found, "hangs.list"), "a") as fh:  # kept ones are not replayed
+            with open(os.path.join(found, "hangs.list"), "a") as fh:  # kept ones leave the corpus
                 fh.write(hashlib.sha1(data).hexdigest() + "\n")
             record("hang", data, "hang", f"execution exceeded {exec_timeout:g} s of CPU time")
         except BaseException as exc:  # noqa: BLE001 - anything the target raises is a crash
+            _armed[0] = False
             setitimer(vtimer, 0)
             exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None  # our frame
             record("crash", data, _signature(exc), "".join(traceback.format_exception(exc))[-8000:])
         else:
             setitimer(vtimer, 0)
-        if state["execs"] & 255 == 0 and time.monotonic() >= state["next_write"]:
-            state["next_write"] = time.monotonic() + 0.25
-            events.counted(state["execs"])
 
     args = [sys.argv[0], *spec["libfuzzer_args"]]
     atheris.Setup(args, one_input)
-    atheris.Fuzz()  # exits the process at -max_total_time
+    atheris.Fuzz()  # runs until the parent ends the process
     raise RuntimeError("libFuzzer returned")
 
 
-class SliceHandler:
+class LiveHandler:
     def run(self, request: RunTask, events: Events) -> Outcome:
         return fuzz(request, events)
 
@@ -120,5 +146,5 @@ class SliceHandler:
         pass
 
 
-def handler(scratch_dir: str) -> SliceHandler:
-    return SliceHandler()
+def handler(scratch_dir: str) -> LiveHandler:
+    return LiveHandler()

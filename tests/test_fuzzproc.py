@@ -1,0 +1,129 @@
+"""The long-lived fuzz process (worker/executors/fuzz.py + worker/fuzz/live_child.py), real Atheris:
+it survives a native crash (restart, corpus kept, the crash reported once) and a corpus entry
+the coordinator sends while it runs is executed by that same process."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from symfence.protocol.fuzzslice import SliceSpec, pack_spec
+from symfence.worker.executors import fuzz as fuzz_executor
+from symfence.worker.executors.base import ExitKind, Task
+from symfence.worker.executors.fuzz import FuzzExecutor
+from tests.fuzzproc_targets import CRASHER, ENGINE_FIND
+
+TARGET = "tests.fuzzproc_targets:marker"
+
+
+def _turn(ex: FuzzExecutor, entries=(), *, slice_s: float = 2.0, tokens=(), limit_s: float = 120.0):
+    ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(tuple(entries), tuple(tokens))), TARGET, 1,
+                  {"slice_s": slice_s, "exec_timeout_s": 0.5}))
+    deadline = time.monotonic() + limit_s
+    while (outcome := ex.wait(0.05)) is None:
+        assert time.monotonic() < deadline, "the turn did not end"
+    return outcome
+
+
+def _pid(ex: FuzzExecutor) -> int:
+    (live,) = ex._lives.values()
+    assert live.proc is not None and live.proc.returncode is None
+    return live.proc.pid
+
+
+def test_native_crash_restarts_only_the_process_and_loses_nothing(tmp_path):
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        seeds = [b"abc", b"xyz", b"hello"]
+        first = _turn(ex, seeds)
+        assert first.status is ExitKind.OK and first.execs > 0
+        (live,) = ex._lives.values()
+        before = {p.name for p in live.corpus.iterdir()}
+        pid = _pid(ex)
+        crashed = _turn(ex, [CRASHER + b"1", CRASHER + b"2"], slice_s=3.0)  # both die the same way
+        native = [c for c in crashed.candidates if c.kind is ExitKind.CRASH and "NativeCrash" in c.detail]
+        assert len(native) == 1 and native[0].data[:4] == CRASHER, crashed.candidates  # once per stack
+        assert "in marker" in native[0].detail  # the Python stack of the crash
+        assert crashed.stats["fuzz_restarts"] >= 1 and _pid(ex) != pid
+        after = {p.name for p in live.corpus.iterdir()}
+        assert before <= after  # the corpus survived the restart; the crashers left it
+        assert not any(open(live.corpus / n, "rb").read()[:4] == CRASHER for n in after)
+        later = _turn(ex)
+        assert later.execs > 0 and later.stats["fuzz_runs"] == 0  # the same process went on
+        assert not [c for c in later.candidates if c.kind is ExitKind.CRASH]  # not reported again
+    finally:
+        ex.close()
+
+
+def test_an_engine_entry_reaches_the_running_process(tmp_path, monkeypatch):
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("SYMFENCE_TEST_MARKER", str(marker))
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        assert _turn(ex, [b"abc"]).execs > 0
+        pid = _pid(ex)
+        assert not marker.exists()
+        second = _turn(ex, [ENGINE_FIND], slice_s=3.0)
+        assert second.stats["fuzz_runs"] == 0 and _pid(ex) == pid  # no new process ...
+        assert set(marker.read_text().split()) == {str(pid)}  # ... and that one ran the entry
+        kept = {c.data for c in second.candidates if c.kind is ExitKind.OK}
+        assert ENGINE_FIND not in kept  # it came from the campaign: not reported back as a find
+    finally:
+        ex.close()
+
+
+def test_new_dictionary_tokens_restart_the_process_with_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(fuzz_executor, "_DICT_RESTART_COST", 1.0)  # any start-up is cheap enough here
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        _turn(ex, [b"abc"], tokens=[b"KW0"])
+        few = _turn(ex, tokens=[b"KW%d" % i for i in range(1, 8)])  # 7 new: not yet worth a restart
+        assert few.stats["fuzz_runs"] == 0
+        more = _turn(ex, tokens=[b"KW8"])
+        assert more.stats["fuzz_runs"] == 1 and more.execs > 0
+        (live,) = ex._lives.values()
+        assert "Dictionary: 9 entries" in live.log.read_text()  # libFuzzer read them all
+        assert _turn(ex).stats["fuzz_runs"] == 0
+    finally:
+        ex.close()
+
+
+def test_a_stopped_process_burns_no_cpu_and_resumes(tmp_path):
+    """Between turns the core is the engine's: the process is stopped, not killed."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        _turn(ex, [b"abc"])
+        pid = _pid(ex)
+        deadline = time.monotonic() + 2.0  # SIGSTOP takes effect when the kernel next sees it
+        while _state(pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(pid) == "T"  # stopped
+        cpu = fuzz_executor._cpu_s(pid)
+        time.sleep(1.5)  # longer than any libFuzzer wall-clock timer would allow, were it on
+        assert fuzz_executor._cpu_s(pid) == cpu  # no CPU while stopped: the core is the engine's
+        resumed = _turn(ex)
+        assert resumed.execs > 0 and _pid(ex) == pid and resumed.stats["fuzz_runs"] == 0
+        assert not [c for c in resumed.candidates if c.kind is not ExitKind.OK]
+    finally:
+        ex.close()
+    assert not os.path.exists(f"/proc/{pid}") or _state(pid) == "Z"  # close() ended it
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_yardstick_sees_the_whole_library_a_harness_imports_from():
+    """`from markdown_it import MarkdownIt`: the tracer that measures the fuzz stage's inputs
+    covers the whole markdown_it package, not only the module defining MarkdownIt (inputs that
+    reach only the other modules would otherwise count as nothing new and be dropped)."""
+    from symfence.worker.realtrace.tracer import ArcTracer, default_include, load_callable
+
+    module, fn = load_callable("examples.harnesses.fuzz_markdown_it:TestOneInput")
+    roots = default_include(module)
+    package = os.path.dirname(module.MarkdownIt.__init__.__code__.co_filename) + os.sep
+    assert package in roots, roots
+    trace = ArcTracer(roots).run(fn, b"\x01# title\n\n- a\n- *b*\n", 2.0).trace
+    plain = ArcTracer([r for r in roots if r != package]).run(fn, b"\x01# title\n\n- a\n- *b*\n", 2.0).trace
+    assert len(trace) > 2 * len(plain)  # the block and inline rules live in other modules
