@@ -452,6 +452,27 @@ def _triage_parsers(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
                                        " MODULES, else the target's module)")
     cov.add_argument("--gcov-binary", help="native: the target built with cc --coverage")
     cov.add_argument("--source-root", help="native: the sources' root folder for gcovr (default: .)")
+    _ci_parser(sub)
+
+
+def _ci_parser(sub) -> None:  # noqa: ANN001 - argparse's subparsers action
+    """`ci`: fuzz a repository's harnesses and report new crashes (symfence.tools.ci, docs/ci.md)."""
+    ci = sub.add_parser("ci", help="fuzz the repository's harnesses for a budget; exit 1 only for crashes"
+                                   " the base revision does not have (SARIF, regression files)")
+    ci.add_argument("harnesses", nargs="*", metavar="HARNESS.py", help="default: every tracked fuzz_*.py")
+    ci.add_argument("--config", metavar="FILE", help="fuzz a campaign config's targets instead of harness files")
+    ci.add_argument("--base", metavar="REF", help="the base revision: its crashes are known, not new")
+    ci.add_argument("--budget", type=float, default=600.0, help="seconds of fuzzing per harness (default 600)")
+    ci.add_argument("--corpus", metavar="DIR", help="corpus folders DIR/<harness stem> (default fuzz-corpus)")
+    ci.add_argument("--out", metavar="DIR", help="campaign outputs (default out/ci)")
+    ci.add_argument("--sarif", metavar="FILE", help="the SARIF 2.1.0 file (default OUT/symfence.sarif)")
+    ci.add_argument("--regressions", metavar="DIR",
+                    help="where new crashes are kept for pytest (default tests/fuzz_regressions)")
+    ci.add_argument("--batch", action="store_true",
+                    help="grow the corpus (cmin'ed back into --corpus); crashes do not fail the run")
+    ci.add_argument("--max-crashes", type=int, default=0, metavar="N",
+                    help="stop a harness's fuzzing once it saved N unique crashes (default: the budget)")
+    ci.add_argument("-n", "--ranks", type=int, help="MPI world size (default: campaign.ranks)")
 
 
 def _dispatch(module: str, function: str):  # noqa: ANN202
@@ -467,6 +488,7 @@ TRIAGE_COMMANDS = {
     "replay": _dispatch("symfence.tools.replay", "run_replay"),
     "cmin": _dispatch("symfence.tools.cmin", "run_cmin"),
     "coverage": _dispatch("symfence.tools.coverage_report", "run_coverage"),
+    "ci": _dispatch("symfence.tools.ci", "run_ci"),
 }
 
 

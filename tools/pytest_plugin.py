@@ -7,6 +7,12 @@ input still crashes (the traceback of this run, and whether the crash identity i
 or still hangs; it passes once the bug is fixed. The option may be given several times. A
 directory that is not a campaign is a usage error. The plugin imports nothing of symfence until
 the option is used, so it costs nothing in other pytest runs.
+
+Without any option, every ``crash-*`` file of a regressions folder (a file next to a
+``target.json``, as ``symfence ci`` writes them under ``tests/fuzz_regressions/<harness>/``) that
+pytest's collection walks over is one test case, ``tests/fuzz_regressions/fuzz_x/crash-...``: the
+input replayed on the plain harness in a fresh interpreter; it fails while the input crashes or
+hangs and passes once the bug is fixed (``tools/regressions.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="make each crash and hang saved in the campaign output OUT a test case (repeatable)")
 
 
-class SavedFindingItem(pytest.Item):
+class _ReplayItem(pytest.Item):
+    """A replayed input: a failure is shown as the replay's account, without pytest's traceback."""
+
+    def repr_failure(self, excinfo, style=None):  # noqa: ANN001, ANN201
+        if isinstance(excinfo.value, SavedFindingFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+
+class SavedFindingItem(_ReplayItem):
     def __init__(self, *, runner, finding, **kwargs) -> None:  # noqa: ANN001
         super().__init__(**kwargs)
         self.runner = runner
@@ -43,11 +58,6 @@ class SavedFindingItem(pytest.Item):
         ident = f"{row.saved} -> {row.identity}" if row.now is Now.DIFFERENT else row.identity
         raise SavedFindingFailed(f"{f.label} ({f.target}) {row.now.value}: {ident}\n"
                                  f"input ({len(f.data)} bytes): {f.data[:200]!r}\n{row.detail.rstrip()}")
-
-    def repr_failure(self, excinfo, style=None):  # noqa: ANN001, ANN201
-        if isinstance(excinfo.value, SavedFindingFailed):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):  # noqa: ANN201
         return self.path, None, f"symfence replay {self.finding.label}"
@@ -80,3 +90,39 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             items.append(SavedFindingItem.from_parent(
                 session, name=f"{root.name}::{f.label}", nodeid=f"symfence-replay/{root.name}::{f.label}",
                 path=root, runner=runner, finding=f))
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if not file_path.name.startswith("crash-") or not (file_path.parent / "target.json").is_file():
+        return None
+    return RegressionFile.from_parent(parent, path=file_path)
+
+
+class RegressionFile(pytest.File):
+    """A reproducer kept by ``symfence ci``: one test case."""
+
+    def collect(self):  # noqa: ANN201
+        yield RegressionItem.from_parent(self, name="replay")
+
+
+class RegressionItem(_ReplayItem):
+    def runtest(self) -> None:
+        from symfence.tools.regressions import RegressionTarget, on_path
+        from symfence.worker.concolic.replay import Verdict, replay_plain
+
+        spec = RegressionTarget.read(self.path.parent)
+        if not spec.path.is_dir():
+            raise RuntimeError(f"{self.path}: its folder {spec.path} is gone (edit target.json)")
+        data = self.path.read_bytes()
+        with on_path(spec):
+            run = replay_plain(spec.target, data, 10.0)
+        if run.verdict is Verdict.RAN_FINE:
+            return
+        if run.verdict is Verdict.UNKNOWN:
+            raise RuntimeError(f"{self.path.name} of {spec.target} could not be replayed:"
+                               f" {run.detail.strip()}")
+        raise SavedFindingFailed(f"{self.path.name} ({spec.target}) still {run.verdict.value}\n"
+                                 f"input ({len(data)} bytes): {data[:200]!r}\n{run.detail.rstrip()}")
+
+    def reportinfo(self):  # noqa: ANN201
+        return self.path, None, f"symfence regression {self.path.name}"
