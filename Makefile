@@ -40,12 +40,14 @@ synthetic: $(STAMP)
 
 # AFL++ (Debian's afl++, with clang) and gnuplot (afl-plot draws with it) for the native and
 # AFL++-compatibility tests: installed when missing and we are root with apt; otherwise those
-# tests are skipped and say why.
+# tests are skipped and say why. apt-get update (tens of seconds on a slow mirror) only when the
+# install from the package lists already on the machine fails.
 afl:
 	@missing=""; command -v afl-fuzz >/dev/null 2>&1 || missing="$$missing afl++"; \
 	command -v gnuplot >/dev/null 2>&1 || missing="$$missing gnuplot-nox"; \
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	  && (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null 2>&1 \
+	      || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null)) \
 	  || echo "make: could not install$$missing (needs root and apt): AFL++ tests will be skipped"; }
 
 # The native examples (examples/native/*.c): cc builds for TritonDSE, afl-cc builds when present.
@@ -57,8 +59,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Side by side on two workers (pytest-xdist; tests/conftest.py keeps heavy tests apart), ending with
+# the 15 slowest tests (pyproject.toml's addopts).
 test: lint $(OSTAMP) afl
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

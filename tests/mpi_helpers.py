@@ -25,10 +25,15 @@ OMPI_PYTHON = str(OMPI_BIN / "python")
 
 def read_committed(out: Path) -> int:
     """The `committed` counter of a running campaign's fuzzer_stats (0 before the first write)."""
+    return read_stat(out, "committed")
+
+
+def read_stat(out: Path, key: str) -> int:
+    """One integer of a running campaign's fuzzer_stats (0 before its first write)."""
     try:
         from symfence.coordinator.stats import read_stats
 
-        return int(read_stats(out / "fuzzer_stats").get("committed", 0))
+        return int(read_stats(out / "fuzzer_stats").get(key, 0))
     except (OSError, ValueError):
         return 0
 
@@ -92,9 +97,17 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     cmd = [mpiexec or MPIEXEC, *(mpiexec_args or []), "-n", str(ranks), python or sys.executable,
            "-m", "symfence.coordinator", "--config", str(config), "--out", str(out),
            *(["--no-status"] if no_status else []), *(extra_args or [])]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    done = run_job(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                   timeout_s=timeout_s, on_start=on_start)
+    return Run(done.returncode, done.stdout, done.stderr, out)
+
+
+def run_job(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
+            on_start: Callable[[subprocess.Popen], None] | None = None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in a process group of its own (so ``stop_when`` can Ctrl-C all of it); past
+    ``timeout_s`` the whole group is killed and the test fails with both output tails."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
     if on_start is not None:
         on_start(proc)
     try:
@@ -102,9 +115,9 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        raise AssertionError(f"campaign hung (> {timeout_s} s)\n"
+        raise AssertionError(f"job hung (> {timeout_s} s)\n"
                              f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}") from None
-    return Run(proc.returncode, stdout, stderr, out)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def crash_files(out: Path, name: str) -> list[Path]:
@@ -113,21 +126,44 @@ def crash_files(out: Path, name: str) -> list[Path]:
     return [p for p in folder.glob("*") if name in p.name] if folder.is_dir() else []
 
 
-def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:
-    """A ``run_campaign`` on_start hook: SIGINT the job (Ctrl-C: drain, summary, exit 0) as soon
-    as a crash file naming any of ``names`` exists, so a test costs seconds, not the budget."""
+def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[[subprocess.Popen], None]:
+    """A ``run_campaign`` on_start hook: Ctrl-C (SIGINT to the job's process group: rank 0 drains,
+    writes every output and its summary, exit 0) as soon as ``done()`` holds, or after ``cap_s``.
+
+    So a campaign waits for the event it is there for (a finding, a count, a state), however
+    loaded the machine, and no longer. ``done`` may read files being written: an OSError or
+    ValueError it raises counts as "not yet"."""
 
     def watch(proc: subprocess.Popen) -> None:
-        while proc.poll() is None:
-            if any(crash_files(out, name) for name in names):
-                os.killpg(proc.pid, signal.SIGINT)
-                return
+        deadline = None if cap_s is None else time.monotonic() + cap_s
+        while proc.poll() is None and (deadline is None or time.monotonic() < deadline):
+            try:
+                if done():
+                    break
+            except (OSError, ValueError):
+                pass
             time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
 
     def on_start(proc: subprocess.Popen) -> None:
         threading.Thread(target=watch, args=(proc,), daemon=True).start()
 
     return on_start
+
+
+def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:
+    """``stop_when`` a crash file naming any of ``names`` exists, so a test costs seconds, not the budget."""
+    return stop_when(lambda: any(crash_files(out, name) for name in names))
+
+
+def logged(out: Path, event: str, log: str = "coordinator.jsonl") -> list[dict[str, Any]]:
+    """The events named ``event`` in a running (or finished) campaign's log, so far."""
+    path = out / "logs" / log
+    if not path.exists():
+        return []
+    complete = path.read_text().split("\n")[:-1]  # a line being written has no newline yet
+    return [e for e in map(json.loads, filter(None, complete)) if e.get("event") == event]
 
 
 def synthetic_cfg(**sections: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.mpi_helpers import run_campaign, synthetic_cfg
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.alone]  # judges depth on measured round trips
 
 
 def test_auto_depth_adapts_to_a_change_of_task_time_and_conserves(tmp_path):

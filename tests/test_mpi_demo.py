@@ -9,7 +9,7 @@ import pytest
 
 from tests.mpi_helpers import ROOT, run_campaign, stop_when_crash
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
 # Unexpected exceptions of the stdlib parsers behind the demo's harnesses (none is an error the
 # module documents, so each escapes the harness): wave._Chunk.seek's bare RuntimeError, and

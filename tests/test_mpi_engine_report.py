@@ -7,7 +7,7 @@ import pytest
 from symfence.coordinator.status_report import render_status
 from tests.mpi_helpers import run_campaign
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
 
 def test_engine_counters_and_the_no_branch_warning(tmp_path):

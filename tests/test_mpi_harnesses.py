@@ -17,13 +17,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.mpi_helpers import ROOT
+from tests.mpi_helpers import ROOT, run_job, stop_when
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
 HELPER = '''
 import atheris
@@ -86,11 +87,13 @@ if __name__ == "__main__":
 '''
 
 
-def _run(folder: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+def _run(folder: Path, *args: str, timeout_s: float = 120,
+         until: Callable[[], bool] | None = None) -> subprocess.CompletedProcess:
+    """`symfence run ARGS` in `folder`; with `until`, Ctrl-C (SIGINT to its process group) once it holds."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return subprocess.run([sys.executable, "-m", "symfence", "run", *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    return run_job([sys.executable, "-m", "symfence", "run", *args], cwd=folder, env=env, timeout_s=timeout_s,
+                   on_start=stop_when(until) if until is not None else None)
 
 
 def _crashes(out: Path) -> list[str]:
@@ -115,8 +118,14 @@ def harness(tmp_path: Path) -> Path:
 
 def test_drop_in_command_finds_both_planted_bugs(harness: Path) -> None:
     out = harness / "out"
+
+    def both() -> bool:
+        return all(word in "\n".join(_crashes(out)) for word in ("exact 32-bit integer", "keyword"))
+
+    # the budget is a cap: Ctrl-C once both bugs are saved
     run = _run(harness, "fuzz/fuzz_planted.py", "corpus", "-max_total_time=20", "-timeout=2",
-               "-rss_limit_mb=1500", "-dict=words.dict", "--ranks", "3", "--out", "out", "--no-status")
+               "-rss_limit_mb=1500", "-dict=words.dict", "--ranks", "3", "--out", "out", "--no-status",
+               until=both)
     assert run.returncode == 0, run.stderr[-3000:]
     text = "\n".join(_crashes(out))
     assert "exact 32-bit integer" in text and "keyword" in text, (run.stdout[-2000:],

@@ -172,6 +172,7 @@ def slow_h2():
     yield from cluster_fixture(3, delays={"h2": 0.05})  # 50 ms more round trip on h2's link
 
 
+@pytest.mark.alone  # judges depth on measured round trips
 def test_auto_depth_hides_a_50_ms_round_trip_on_one_link(slow_h2, tmp_path):
     """h2's link holds every frame 25 ms each way (a userspace forwarder on TAP devices): auto
     measures the round trip per rank and keeps enough in flight that h2's worker, 10 ms tasks,

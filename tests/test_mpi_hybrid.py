@@ -13,7 +13,7 @@ from symfence.protocol.coverage import CoverageMap
 from symfence.worker.realtrace.tracer import ArcTracer, load_callable, resolve_include
 from tests.mpi_helpers import run_campaign
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
 
 def _cfg(executor: str, targets: list[str], duration_s: float, **sections) -> dict:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.mpi_helpers import MPIEXEC, crash_files, run_campaign, stop_when_crash
 
-pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found")]
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy, pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found")]
 
 SEALED = "examples.sealed_command:target"
 BUDGET_S = 40.0  # the same for each stage alone and for the hybrid (which is stopped when it finds the bug)

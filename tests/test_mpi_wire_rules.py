@@ -14,6 +14,7 @@ pytestmark = pytest.mark.mpi
 TARGET = "examples.longnames.target:target"
 
 
+@pytest.mark.heavy
 def test_hybrid_on_long_and_non_ascii_library_names_commits_every_result(tmp_path):
     """examples/longnames: its helper module's name (73 characters, non-ASCII) and function names
     (over 64, one with spaces) become the engine's concretisation counters. Before issue 17 every

@@ -4,23 +4,19 @@ adapter over the contract command), and AFL++ side by side through a sync direct
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import sqlite3
 import subprocess
-import threading
-import time
 import tomllib
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tests.mpi_helpers import ROOT, run_campaign
+from tests.mpi_helpers import ROOT, run_campaign, stop_when
 from tests.native_support import HAVE_AFL, built, needs_afl, needs_cc, needs_tritondse
 
-pytestmark = [pytest.mark.mpi, needs_tritondse, needs_cc]
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy, needs_tritondse, needs_cc]
 
 
 def native_cfg(targets: list[str], **options) -> dict:
@@ -30,25 +26,6 @@ def native_cfg(targets: list[str], **options) -> dict:
     cfg["native"]["options"].update(oracle="forkserver" if HAVE_AFL else "engine", **options)
     cfg["stats"] = {"interval_s": 0.5}
     return cfg
-
-
-def stop_when(done: Callable[[], bool], cap_s: float):
-    """An on_start hook: Ctrl-C (SIGINT to the job's group; afl-fuzz runs in its own session) once
-    `done()` holds, so a step waits for what it needs, however loaded the machine, and no longer."""
-
-    def watch(proc: subprocess.Popen) -> None:
-        deadline = time.monotonic() + cap_s
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                if done():
-                    break
-            except (OSError, ValueError):  # a file being written: look again
-                pass
-            time.sleep(0.2)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-
-    return lambda proc: threading.Thread(target=watch, args=(proc,), daemon=True).start()
 
 
 def replay(binary: Path, data: bytes) -> int:

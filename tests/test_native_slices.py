@@ -268,6 +268,7 @@ def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
 # ------------------------------------------------------------------------- under real mpiexec
 
 @pytest.mark.mpi
+@pytest.mark.alone  # asserts busy shares
 @needs_cc
 @needs_afl
 @needs_tritondse
@@ -350,6 +351,7 @@ def test_minimization_near_the_end_is_cut_to_the_budget_and_owed_on_resume(tmp_p
 
 
 @pytest.mark.mpi
+@pytest.mark.heavy
 @needs_cc
 @needs_afl
 @needs_tritondse

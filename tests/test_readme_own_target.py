@@ -17,7 +17,7 @@ import pytest
 
 from tests.mpi_helpers import ROOT
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
 
 def readme_section(title: str) -> str:

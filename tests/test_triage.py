@@ -24,7 +24,7 @@ from symfence.protocol.crashid import (
 )
 from symfence.worker.triage.symbolize import unlimited_address_space
 from tests import triage_targets
-from tests.mpi_helpers import ROOT, run_campaign
+from tests.mpi_helpers import ROOT, read_stat, run_campaign, stop_when
 from tests.native_support import built, compile_c, needs_cc
 
 # The Python target's bugs: two in the shared helper (one per parser), one reached by two paths.
@@ -143,7 +143,12 @@ def test_every_demo_and_example_crash_shrinks_to_at_most_twice_its_minimal_size(
     assert not result["mismatch"]
 
 
+def count(folder: Path) -> int:
+    return sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
+
+
 @pytest.mark.mpi
+@pytest.mark.heavy
 def test_campaign_keeps_distinct_bugs_minimizes_them_and_resumes_with_old_names(tmp_path):
     seeds = tmp_path / "seeds"
     seeds.mkdir()
@@ -151,7 +156,14 @@ def test_campaign_keeps_distinct_bugs_minimizes_them_and_resumes_with_old_names(
         (seeds / name).write_bytes(data + bytes(range(60)))  # noise the bugs do not need
     cfg = tomllib.loads((ROOT / "configs" / "demo.toml").read_text())
     cfg["campaign"].update(targets=["tests.triage_targets:target"], seeds=str(seeds), duration_s=60)
-    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150)
+    out = tmp_path / "out"
+
+    def triaged(known_at_least: int):  # all three saved and minimized, known ones turned away
+        return stop_when(lambda: count(out / "crashes") >= 3 and count(out / "minimized" / "crashes") >= 3
+                         and read_stat(out, "triage_rejected_known_crash") >= known_at_least)
+
+    # the budget is a cap: the campaign stops once the dedupe has turned away 3 re-found bugs
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150, out=out, on_start=triaged(3))
     assert run.code == 0, run.explain()
     crashes = sorted(p.name for p in (run.out / "crashes").iterdir())
     assert len(crashes) == 3, crashes  # header and body: two; K and L: one
@@ -176,8 +188,10 @@ def test_campaign_keeps_distinct_bugs_minimizes_them_and_resumes_with_old_names(
     db.close()
     for folder in ("crashes", "minimized"):
         shutil.rmtree(run.out / folder)
-    cfg["campaign"]["duration_s"] = 20
-    again = run_campaign(tmp_path, cfg, ranks=2, timeout_s=120, out=run.out, extra_args=["--resume"])
+    cfg["campaign"]["duration_s"] = 20  # a cap: stopped once found again, minimized
+    known = read_stat(run.out, "triage_rejected_known_crash")  # carried over by --resume
+    again = run_campaign(tmp_path, cfg, ranks=2, timeout_s=120, out=run.out, extra_args=["--resume"],
+                         on_start=triaged(known + 1))
     assert again.code == 0, again.explain()
     names = sorted(p.name for p in (run.out / "crashes").iterdir())
     assert len(names) == 3, names  # the same bugs, found again, are not saved again

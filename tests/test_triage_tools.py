@@ -21,7 +21,7 @@ import pytest
 from tests.mpi_helpers import ROOT
 from tests.native_support import HAVE_AFL, compile_c, needs_afl, needs_cc, needs_tritondse
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]  # campaigns in module fixtures
 
 BUGS = '''
 def _read_length(data, pos):
