@@ -11,7 +11,7 @@ import pytest
 from symfence.worker.faults import EXPECTED_REASON
 from tests.mpi_helpers import run_campaign
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]  # a fuzzing campaign: both cores busy
 
 
 def test_turn_reports_are_fenced_and_the_process_starts_once(tmp_path):

@@ -14,7 +14,7 @@ from symfence.coordinator.failure import ExitCode
 from symfence.coordinator.journal import Journal
 from tests.mpi_helpers import ROOT, run_campaign, synthetic_cfg
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.heavy]  # three real mpiexec jobs in a row
 
 RUNS = 3
 

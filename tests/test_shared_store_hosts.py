@@ -34,6 +34,9 @@ def _stderr(proc: subprocess.Popen) -> str:
     return proc.stderr.read() if proc.stderr else ""
 
 
+pytestmark = pytest.mark.heavy  # timing of leases: never beside a fuzzing campaign
+
+
 def test_a_coordinator_cut_off_loses_its_items_and_nothing_it_sends_late_is_applied(tmp_path) -> None:
     reason = why_not()
     if reason:

@@ -101,6 +101,9 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.005)
 
 
+pytestmark = pytest.mark.heavy  # timing of leases: never beside a fuzzing campaign
+
+
 @pytest.mark.parametrize("group", [False, True],
                          ids=["one_by_one-frozen_at_work", "group_commit-frozen_anywhere"])
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
