@@ -83,3 +83,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     heavy = item.get_closest_marker("heavy") is not None
     with locks.hold(alone, heavy):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog():
+    """Each test starts from structlog's defaults: a test that configured a campaign's log file and
+    closed it (the end sequence does) must not leave the next test in the same process writing to it."""
+    import structlog
+
+    yield
+    structlog.reset_defaults()
