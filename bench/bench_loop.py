@@ -74,9 +74,7 @@ def offline_campaign(cfg: Config, out: Path, *, workers: int = 3, max_batch: int
         c.members.hello(r)
         c.members.heard(r, c.clock())
     c._seed()
-    c.dispatching = True
-    c._t0 = c.clock()
-    c._fill()
+    c._apply(c.core.start())
     return c, handle
 
 

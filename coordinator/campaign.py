@@ -1,25 +1,16 @@
-"""The coordinator (rank 0): its state, its lifecycle, and the pipeline every result walks.
+"""The coordinator's IO shell (rank 0): the lifecycle, and carrying out what the core decides.
 
-Where to look (docs/design.md, "The coordinator", has the picture):
-
-    pump thread -> intake.py  `_on_batch` -> `_turn` (fair turns, peers.py)
-                -> THE FENCE  intake.py `_on_result`: `protocol.fence.classify`, first of all;
-                              anything but `current` is quarantined there (`_quarantine`)
-                -> THE COMMIT commit.py `_commit`: ends the dispatch, believes its cost, and
-                              hands it to its kind's handler (workkinds.py); a corpus entry's
-                              or fuzz slice's result is judged by the pure `verdict.triage()`
-                              and applied by `_commit_entries` (map, claims, corpus, journal)
-                -> penalties  for the sender, after the commit (intake.py)
-                -> durable    durability.py `_flush` -> writer thread -> `_durable` -> `_announce`
-
-Beside it: dispatch.py (free slots, tokens, WORK, revocations, deadlines), membership.py (hello,
-heartbeats, lost, failed and banned ranks), confirm.py (crash/hang claims and their re-runs),
-seeding.py (seeds, `--resume`, AFL++ imports), report.py (fuzzer_stats, plot_data, live view,
-summary). `Campaign` below holds the state they share and runs the lifecycle (start, ticker,
-shutdown); the steps are its mixins, one module each.
+Where to look (docs/design.md, "The coordinator", has the picture): the decisions live in the
+sans-IO core (coordinator/core.py: the fence, the commit, dispatch; confirm.py and
+membership.py are its parts for claims and control frames). This shell owns what does IO: the
+MPI pump thread (pump.py) feeds the core what it drained (`_on_batch`), the ticker feeds it
+time, the journal writer thread (writer.py) reports durable batches (durability.py), and
+`_apply` carries out the effects the core returns (coordinator/effects.py): sends, the group
+commit, finding files, logs. Seeding (seeding.py) and reporting (report.py) read and seed the
+core's state at start-up and for fuzzer_stats and the live view.
 
 All state lives on the event loop thread; the MPI pump thread only moves bytes, and the journal
-writer thread (writer.py) only writes batches the loop prepared, then queue/ files.
+writer thread only writes batches the loop prepared, then queue/ files.
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
@@ -38,31 +29,30 @@ from symfence.coordinator import log as logsetup
 from symfence.coordinator import triage as triage_mod
 from symfence.coordinator.afl import AflState
 from symfence.coordinator.aflsync import AflSide
-from symfence.coordinator.commit import CommitMixin
 from symfence.coordinator.config import (
     Config,
     executor_options,  # noqa: F401 (re-exported)
 )
-from symfence.coordinator.confirm import ClaimsMixin, Confirmations
-from symfence.coordinator.depth import DepthController, DepthTuning
-from symfence.coordinator.dispatch import DispatchMixin
+from symfence.coordinator.confirm import Confirmations
+from symfence.coordinator.core import Core
+from symfence.coordinator.depth import DepthController
 from symfence.coordinator.durability import DurabilityMixin
+from symfence.coordinator.effects import (Effect, ExportAfl, Flush, HostReport, Log, Minimized, Quarantined,
+                                          SaveFinding, Send, Stop)
 from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.hosts import HostChecks, manifest
 from symfence.coordinator.hotpath import HotPath
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.hybrid import HybridPlan
-from symfence.coordinator.inflight import InFlight, Revocation
-from symfence.coordinator.intake import IntakeMixin
+from symfence.coordinator.inflight import InFlight
 from symfence.coordinator.journal import Journal
 from symfence.coordinator.members import Members, MemberState
-from symfence.coordinator.membership import MembershipMixin
 from symfence.coordinator.outputs import OutputDir
-from symfence.coordinator.peers import PeerPolicy, Peers
-from symfence.coordinator.pump import Pump
+from symfence.coordinator.peers import Peers
+from symfence.coordinator.pump import Inbound, Pump
 from symfence.coordinator.refusals import Refusals
 from symfence.coordinator.report import ReportMixin
-from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.coordinator.scheduler import Scheduler
 from symfence.coordinator.seeding import SeedingMixin, load_seeds  # noqa: F401 (re-exported)
 from symfence.coordinator.stats import Stats
 from symfence.coordinator.status_line import StatusLine
@@ -76,9 +66,13 @@ from symfence.protocol.messages import Control, ControlKind, Tag
 log = structlog.get_logger()
 
 
-class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipMixin, SeedingMixin,
-                  DurabilityMixin, ReportMixin):
-    """Rank 0 of a campaign: the shared state of the pipeline's steps, and the lifecycle."""
+def _core_state(name: str, doc: str) -> Any:
+    """A property of the shell that reads (and, for start-up and tests, sets) the core's state."""
+    return property(lambda self: getattr(self.core, name), lambda self, v: setattr(self.core, name, v), doc=doc)
+
+
+class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
+    """Rank 0 of a campaign: the IO shell around the core (`self.core`), and the lifecycle."""
 
     def __init__(
         self,
@@ -98,72 +92,158 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         self.journal = journal
         self.clock = clock
         self.status = status or StatusLine(enabled=False)
-        self.workers: list[Rank] = [Rank(r) for r in range(1, comm.Get_size())]
-        self.members = Members(self.workers)  # each rank's one state: alive, lost, failed, banned
-        self.stop_acks: dict[Rank, dict[str, Any]] = {}
-        self.minter = TokenMinter(os.urandom(32))
-        self.inflight = InFlight(window=cfg["stats.window_tokens"], banned=self.members.banned)  # dispatch table
-        self.scheduler = Scheduler()
-        self.coverage = CoverageMap()
-        self.worker_cov_version: dict[Rank, int] = {}
-        self.stats = Stats()
-        self.limits = Limits(
-            max_message_bytes=cfg["limits.max_message_bytes"],
-            max_candidate_bytes=cfg["limits.max_candidate_bytes"],
-            max_candidates=cfg["limits.max_candidates"],
-        )
-        self.depth: int | str = cfg["dispatch.depth"]  # or "auto": per rank, from depth.py
-        self.auto_depth = DepthController(DepthTuning(max_depth=cfg["dispatch.max_depth"])) \
-            if self.depth == "auto" else None
-        self._duration_s: float = cfg["campaign.duration_s"]
-        self._max_results: int = cfg["campaign.max_results"]
-        self.max_batch: int = cfg["mpi.max_batch"]  # items in one frame, both ways (dispatch.py)
-        self.batch_of: dict[Rank, int] = {}  # ... per rank: at most what its HELLO said it takes
-        self._maybe_free: set[Rank] = set()  # ranks that may have a free slot (_turn fills only these)
-        self._elsewhere_fns: dict[Rank, Callable[[WorkItem], bool]] = {}
-        self.deadline_s: float = cfg["dispatch.deadline_s"]
-        self.executor: str = cfg["campaign.executor"]
-        self.options = checked_options(executor_options(cfg))  # checked once, not per WORK
-        self.plan = HybridPlan.from_config(cfg)  # which stage each free slot gets
-        self.corpus_executor = self.plan.corpus_stage.value  # runs corpus entries' work items
-        self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)
+        self.hosts = HostChecks(manifest(cfg))  # files every worker's host must have (hosts.py)
+        self.afl_sync = AflSide.from_config(cfg, out)  # AFL++ side by side, or None
+        plan = HybridPlan.from_config(cfg)
+        deadline_s = cfg["dispatch.deadline_s"]
+        budget_s = cfg["triage.minimize_budget_s"]  # within the dispatch deadline
+        if deadline_s:
+            budget_s = min(budget_s, 0.75 * deadline_s)
+        self.triage = triage_mod.Triage(out, journal, base_executor=plan.corpus_stage.value,
+                                        base_options=checked_options(executor_options(cfg)),
+                                        minimize=cfg["triage.minimize"], budget_s=budget_s)
+        self.core = Core(cfg, journal, self.triage, world_size=comm.Get_size(), clock=clock,
+                         token_key=os.urandom(32), wall=time.time,
+                         setup={"log_dir": str(out.logs), "files": self.hosts.files},
+                         afl_sync=self.afl_sync is not None)
         self.seed_count = 0
-        self.tmouts = 0  # executions that timed out this run (hang findings, duplicates included)
-        self.targets = TargetTracker(cfg["campaign.targets"])
-        self.solver_queries = 0
-        self.solver_timeouts = 0  # queries the solver gave up on ("unknown": its time-out)
-        self.worker_rss_mb: dict[Rank, int] = {}
-        self.dispatching = False
         self.stop_reason: str | None = None
         self.failure: Failure | None = None  # what stopped the campaign abnormally (failure.py)
-        self.all_lost = False
         self.unstopped: list[Rank] = []  # workers that never acknowledged STOP (hung)
-        self._last_tick: float | None = None
-        self._next_beat = 0.0  # the next coordinator heartbeat to the workers (_beat)
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
-        self._t0 = clock()
+        self._turn_scheduled = False
         self.pump: Pump | None = None
         self.writer: JournalWriter | None = None  # the journal writer thread (writer.py), while running
         self._saved_cov_version = -1  # the coverage version the journal's snapshot holds
-        self.afl_sync = AflSide.from_config(cfg, out)  # AFL++ side by side, or None
-        # Issue 10: per-rank health, bans and caps (peers.py), crash/hang claims (confirm.py).
-        self.peers = Peers(PeerPolicy.from_config(cfg), clock, self.members)
-        self.claims = Confirmations(self.corpus_executor, self.options)
-        budget_s = cfg["triage.minimize_budget_s"]  # within the dispatch deadline
-        if self.deadline_s:
-            budget_s = min(budget_s, 0.75 * self.deadline_s)
-        self.triage = triage_mod.Triage(out, journal, base_executor=self.corpus_executor,
-                                        base_options=self.options, minimize=cfg["triage.minimize"],
-                                        budget_s=budget_s)
-        self.stop_sent: set[Rank] = set()
-        self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
-        self.control_banned = 0  # CONTROL (or unknown-tag) frames from banned ranks, not decoded
+
+    # The core's state, read by seeding, reports and tests (one owner: the core).
+    workers: list[Rank] = _core_state("workers", "the worker ranks")
+    members: Members = _core_state("members", "the member table")
+    inflight: InFlight = _core_state("inflight", "the dispatch table")
+    peers: Peers = _core_state("peers", "per-rank health")
+    scheduler: Scheduler = _core_state("scheduler", "the corpus entries' queue")
+    plan: HybridPlan = _core_state("plan", "the stage plan")
+    claims: Confirmations = _core_state("claims", "crash/hang claims")
+    coverage: CoverageMap = _core_state("coverage", "the coverage map")
+    stats: Stats = _core_state("stats", "the statistics")
+    targets: TargetTracker = _core_state("targets", "per-target figures")
+    afl: AflState = _core_state("afl", "AFL++ bookkeeping")
+    hotpath: HotPath = _core_state("hotpath", "CPU per result by phase")
+    refusals: Refusals = _core_state("refusals", "refused results")
+    minter: TokenMinter = _core_state("minter", "the token minter")
+    limits: Limits = _core_state("limits", "the wire limits")
+    options: dict[str, Any] = _core_state("options", "the executor's checked options")
+    corpus_executor: str = _core_state("corpus_executor", "the corpus stage's executor")
+    executor: str = _core_state("executor", "campaign.executor")
+    depth: int | str = _core_state("depth", "dispatch.depth")
+    auto_depth: DepthController | None = _core_state("auto_depth", "auto depth, or None")
+    batch_of: dict[Rank, int] = _core_state("batch_of", "frame size per rank")
+    dispatching: bool = _core_state("dispatching", "dispatching new work")
+    confirming: bool = _core_state("confirming", "draining: re-runs only")
+    all_lost: bool = _core_state("all_lost", "every worker was lost")
+    stop_acks: dict[Rank, dict[str, Any]] = _core_state("stop_acks", "STOP acknowledgements")
+    stop_sent: set[Rank] = _core_state("stop_sent", "ranks sent STOP")
+    tmouts: int = _core_state("tmouts", "timed-out executions")
+    solver_queries: int = _core_state("solver_queries", "solver queries")
+    solver_timeouts: int = _core_state("solver_timeouts", "solver time-outs")
+    worker_rss_mb: dict[Rank, int] = _core_state("worker_rss_mb", "workers' memory")
+    control_banned: int = _core_state("control_banned", "frames of banned ranks")
+    _maybe_free: set[Rank] = _core_state("_maybe_free", "ranks that may have a free slot")
+    _t0: float = _core_state("_t0", "when dispatching started")
+    _duration_s: float = _core_state("_duration_s", "campaign.duration_s")
+
+    # --- carrying out the core's effects ---------------------------------------------------------
+
+    def _apply(self, effects: Iterable[Effect]) -> None:
+        """Carry out the core's effects, in order (the shell decides nothing)."""
+        for e in effects:
+            t = type(e)
+            if t is Send:
+                self.pump.send(e.rank, e.tag, e.frame)  # type: ignore[union-attr]
+            elif t is Flush:
+                self._flush()
+            elif t is Quarantined:
+                log.warning("result.quarantined", reason=e.reason.value, source_rank=e.source,  # type: ignore[union-attr]
+                            token=(e.token or "")[:16] or None, work_id=e.work_id, owner_rank=e.owner,  # type: ignore[union-attr]
+                            detail=e.detail)  # type: ignore[union-attr]
+            elif t is Log:
+                getattr(log, e.level)(e.event, **e.fields)  # type: ignore[union-attr]
+            elif t is Stop:
+                self.request_stop(e.reason)  # type: ignore[union-attr]
+            else:
+                self._apply_rare(e)
+
+    def _apply_rare(self, e: Effect) -> None:
+        if isinstance(e, SaveFinding):
+            path = self.out.finding(e.kind, e.finding_id, e.data, detail=e.detail, target=e.target,
+                                    identity=e.identity, sig=e.sig)
+            log.info("finding.saved", kind=e.kind, path=str(path))
+        elif isinstance(e, ExportAfl):
+            if self.afl_sync is not None:
+                self.afl_sync.export(list(e.entries))
+        elif isinstance(e, Minimized):
+            self.triage.done(e.item, e.result, e.source, e.found_s)
+        elif isinstance(e, HostReport):
+            if e.kind == "hello":
+                self.hosts.hosts[e.rank] = str(e.info.get("host", ""))
+            elif e.kind == "checked":
+                self.hosts.on_checked(e.rank, e.info)
+                self._changed.set()
+            else:
+                self.hosts.on_log(e.rank, e.info)
+        else:
+            raise TypeError(f"not an effect: {e!r}")  # our bug: loud
+
+    def _on_batch(self, batch: list[Inbound]) -> None:
+        """The pump's hand-over: feed the core what it drained, carry out what follows."""
+        if self.pump is not None and self.pump.error is not None and not self._stop.is_set():
+            log.error("pump.failed", error=repr(self.pump.error))
+            for rank in sorted(self.core.members.alive):  # unreachable from now on
+                self.core.members.fail(rank)
+            self.request_stop("MPI pump failed")
+        self._after_turn(self.core.receive([(Rank(m.source), m.tag, m.frame, m.oversized) for m in batch]))
+
+    def _turn(self) -> None:
+        """One more fair turn of what the ranks sent (scheduled while frames wait)."""
         self._turn_scheduled = False
-        self.hotpath = HotPath()  # CPU per result by phase, commit latency, start-up times
-        # Issue 17: results of not-banned ranks refused for reasons no honest worker causes.
-        self.refusals = Refusals(cfg["limits.max_refused_share"], cfg["faults.enabled"])
-        self.hosts = HostChecks(manifest(cfg))  # files every worker's host must have (hosts.py)
+        self._after_turn(self.core.turn())
+
+    def _after_turn(self, effects: list[Effect]) -> None:
+        self._apply(effects)
+        if self.core.pending() and not self._turn_scheduled:  # let the loop run other work first
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._turn)
+        self._changed.set()
+
+    # Seams into the core for tests and tools: each call carries out the effects it makes.
+    def _on_result(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
+        self.core._on_result(Rank(source), frame, oversized)
+        self._apply(self.core._take())
+
+    def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
+        self.core._on_control(Rank(source), frame, oversized)
+        self._apply(self.core._take())
+
+    def _fill(self, ranks: set[Rank] | None = None) -> None:
+        self.core._fill(ranks)
+        self._apply(self.core._take())
+
+    def _expire(self, now: float) -> None:
+        self.core._expire(now)
+        self._apply(self.core._take())
+
+    def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
+        self.core._lose_worker(Rank(rank), why, failed=failed)
+        self._apply(self.core._take())
+
+    def _queue_entry(self, entry: Any) -> None:
+        self.core._queue_entry(entry)
+
+    def _on_failed(self, ranks: list[int]) -> None:
+        """MPI (ULFM) reported these ranks dead."""
+        self._apply(self.core.failed(ranks))
+        self._changed.set()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -217,15 +297,12 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             self.hotpath.mark("seeded")
             if self.afl_sync is not None:
                 self.afl_sync.start(self.journal)  # AFL++ starts from the durable corpus
-            self.dispatching = True
-            self._t0 = self.clock()
             self.stats.started_wall = time.time()
             self.afl.run_started = self.stats.started_wall
             log.info("campaign.started", pid=os.getpid(), workers=len(self.members.alive), depth=self.depth,
                      executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
             self.hotpath.begin(self.stats.committed)
-            self._fill()
-            self._check_finished()
+            self._apply(self.core.start())
 
     async def _guarded(self, coro: Any) -> None:
         try:
@@ -246,7 +323,6 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             self.failure = describe(exc)
             log.error("campaign.failed", kind=self.failure.kind.value, error=self.failure.line,
                       exc_info=exc)
-        self.dispatching = False
         self.request_stop(self.failure.line)
 
     def exit_code(self) -> int:
@@ -276,7 +352,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         if self.stop_reason is None:
             self.stop_reason = reason
             log.info("campaign.stopping", reason=reason)
-        self.dispatching = False
+        self.core.halt()
         self.hotpath.stopping(self.stats.committed)
         self._stop.set()
 
@@ -313,24 +389,19 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             pass
 
     async def _shutdown(self) -> None:
-        self.dispatching = False
+        self.core.halt()
         # After a failure nothing new can be made durable: stop at once instead of draining.
         drain_until = self.clock() + (0.0 if self.failure else self.cfg["dispatch.drain_timeout_s"])
         # While draining, claimed crashes/hangs are still re-run (confirm.py): a bug found just
         # before the end is saved, not dropped unconfirmed.
         self.confirming = self.failure is None
-        self._fill()
+        self._apply(self.core.drain())
         alive, members = self.members.alive, self.members
         while (len(self.inflight) or (self.confirming and len(self.claims.queue))) \
                 and self.clock() < drain_until and alive:
             await self._wait_change(0.05)
         self.confirming = False
-        for rank in sorted(alive):
-            for token in self.inflight.tokens_of(rank):
-                self._revoke(token, Revocation.CANCELLED)
-        for rank in self.workers:
-            for token in self.inflight.tokens_of(rank):  # ranks lost meanwhile
-                self._revoke(token, Revocation.LOST)
+        self._apply(self.core.cancel_all())
         stop = encode(Control(ControlKind.STOP))
         # Lost (silent) workers get STOP too: a hung worker that wakes up must be able to exit;
         # after a start-up failure, so do workers whose HELLO was not read yet.
@@ -378,31 +449,12 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             t0, flushed = _ns(), self.hotpath.flush_ns
             now = self.clock()
             logsetup.check_file()  # a failed log write stops the campaign like any other
-            self._absorb_pause(now)
-            self._expire(now)
-            self._check_lost(now)
-            self._beat(now)
+            self._apply(self.core.tick(now))  # deadlines, silence, heartbeats, the group commit, the end
             if self.afl_sync is not None and self.dispatching and self.afl_sync.due(now):
                 self._import_afl()
-            if self.journal.needs_flush():
-                self._flush()
             if now >= next_stats:
                 next_stats = now + interval
                 snap = self._stats_snapshot()  # one frozen snapshot: fuzzer_stats and the live view
                 self._write_stats(snap)
                 self.status.update(self._snapshot(snap))
-            self._check_finished()
             self.hotpath.ticker_ns += _ns() - t0 - (self.hotpath.flush_ns - flushed)
-
-    def _check_finished(self) -> None:
-        if self._stop.is_set() or not self.dispatching:
-            return
-        elapsed = self.clock() - self._t0
-        duration, max_results = self._duration_s, self._max_results
-        if duration and elapsed >= duration:
-            self.request_stop("duration reached")
-        elif max_results and self.stats.committed >= max_results:
-            self.request_stop("max_results reached")
-        elif not len(self.inflight) and not self.plan.fuzz_on and not len(self.scheduler) \
-                and not len(self.claims.queue) and not len(self.triage.queue) and self.afl_sync is None:
-            self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out

@@ -15,11 +15,8 @@ again).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
-
-import structlog
 
 from symfence.coordinator.journal import NewFinding
 from symfence.coordinator.outputs import finding_class
@@ -28,8 +25,6 @@ from symfence.coordinator.verdict import Rejection
 from symfence.protocol.coverage import unpack_trace
 from symfence.protocol.ids import Rank, WorkId, work_id_for
 from symfence.protocol.messages import Result, Status
-
-log = structlog.get_logger()
 
 CONFIRM_BOUND = 1 << 31  # beyond any branch count: the engine re-executes and negates nothing
 
@@ -78,8 +73,8 @@ class Confirmations:
 
 
 class ClaimsMixin:
-    """The coordinator's claims: file a result's crash/hang claims, save a finding when its re-run agrees
-    (state: claims, triage, peers, journal)."""
+    """The core's claims (coordinator/core.py): file a result's crash/hang claims, journal a finding
+    when its re-run agrees (state: claims, triage, peers, journal); it logs through effects."""
 
     def _claim(self, kind: Status, data: bytes, sha: str, detail: str, item: WorkItem, source: Rank,
                found_s: float) -> None:
@@ -116,7 +111,7 @@ class ClaimsMixin:
         self.peers.claim_done(claim.source)
         if not self.claims.agrees(claim, result.status):
             self.claims.unconfirmed += 1
-            log.warning("finding.unconfirmed", kind=claim.kind.value, claimed_by=claim.source,
+            self._log("warning", "finding.unconfirmed", kind=claim.kind.value, claimed_by=claim.source,
                         rerun_by=source, rerun_status=result.status.value, target=claim.target,
                         sha256=claim.sha256[:16])
             self._garbage(claim.source)
@@ -138,7 +133,7 @@ class ClaimsMixin:
         self.claims.confirmed += 1
         finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
                              found_s=claim.found_s, target=claim.target)
-        now = time.time()
+        now = self.wall()
         for f in self.journal.add_findings(claim.parent_work_id, [finding]):
             self.journal.note_provenance(f.kind.value, f.finding_id, claim.source, source)
             self.triage.saved(f, ident, claim.stage.value if claim.stage is not None else "")
@@ -151,7 +146,7 @@ class ClaimsMixin:
                 self.afl.hang(now)
                 progress.hangs += 1
                 fig.hangs += 1
-            log.warning(f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id,
+            self._log("warning", f"finding.{finding_class(f.kind.value, f.detail).value}", finding_id=f.finding_id,
                         target=claim.target,
                         identity=ident.key,
                         found_s=round(claim.found_s, 2), worker=claim.source, confirmed_by=source)

@@ -1,9 +1,10 @@
 """Durability and announcement: journal batches to the writer thread, and what a durable batch allows.
 
-Step 5 of the walk of one result (docs/design.md, "The coordinator"): the journal buffers what
-commits changed; `_flush` hands a batch to the writer thread (writer.py); `_durable` runs when
-it is on disk and announces it: queue files (by the writer), AFL++ export, finding files, their
-counters and `finding.saved` events.
+The shell's part of the group commit (docs/design.md, "The coordinator"): the journal's mirror
+buffers what the core's commits changed; on the core's `Flush` effect `_flush` hands a batch to
+the writer thread (writer.py); `_durable` runs when it is on disk and asks the core what that
+allows (`Core.durable`: AFL++ export, finding files), then carries it out. Queue files are the
+writer's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import structlog
 from symfence.coordinator import failpoints
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.journal import FlushBatch, FlushReceipt
-from symfence.coordinator.outputs import FindingClass, finding_class
 
 log = structlog.get_logger()
 
@@ -59,7 +59,7 @@ class DurabilityMixin:
         self.writer.busy = False
         self._changed.set()
         try:
-            self._announce(receipt)
+            self._apply(self.core.durable(receipt))
         except Exception as exc:  # noqa: BLE001 - a failed write stops the run like any other
             self.fail(exc)
         self.hotpath.flush_ns += _ns() - t0
@@ -80,25 +80,10 @@ class DurabilityMixin:
                 failpoints.hit("queue", self.out.queue)
                 self.out.queue_entry(e.queue_id, e.data, parent=e.parent, origin=e.origin,
                                      new_bits=e.new_bits)
-        self._announce(durable)
+        self._apply(self.core.durable(durable))
 
     def write_owed_files(self, budget_s: float | None = None) -> int:
         """Write the queue files of durable entries that the writer thread had not written yet
         (after the run), for at most `budget_s` (None: all); the rest stay owed (a resume
         writes them). Raises OSError like any failed write."""
         return self.writer.drain_files(budget_s=budget_s) if self.writer is not None else 0
-
-    def _announce(self, durable: FlushReceipt) -> None:
-        """What a durable batch allows: AFL++ export, finding files, their counters and logs."""
-        if self.afl_sync is not None:
-            self.afl_sync.export(durable.entries)
-        for f in durable.findings:
-            key, sig = self.triage.sig_of(f.kind.value, f.finding_id)
-            path = self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target,
-                                    identity=key, sig=sig)
-            if f.kind.value == "crash":
-                self.stats.crashes += 1
-                self.stats.ooms += finding_class("crash", f.detail) is FindingClass.OOM
-            else:
-                self.stats.hangs += 1
-            log.info("finding.saved", kind=f.kind.value, path=str(path))

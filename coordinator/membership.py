@@ -1,30 +1,29 @@
-"""Membership: who the workers are, alive, lost, failed or banned, and what their CONTROL frames change.
+"""The core's membership: who the workers are, alive, lost, failed or banned, and what their CONTROL frames change.
 
 HELLO makes a rank alive (it gets SETUP, then answers CHECKED for its host's files, hosts.py); a
 HEARTBEAT keeps it so and lists what it holds (a dispatch it should hold but does not was lost
 on the way: revoked); silence for `workers.lost_after_s` or MPI's failure report loses it (its
 work is requeued); a rank that keeps sending garbage is banned (peers.py). STOP_ACKs count only
 from ranks sent STOP. Rank 0 sends its own HEARTBEATs too (`_beat`), so a worker cut off from it
-ends itself; workers' forwarded LOG frames go to hosts.py.
+ends itself; workers' forwarded LOG frames go to hosts.py (a `HostReport` effect).
+
+Part of the sans-IO core (coordinator/core.py): it sends and logs through effects only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
+from symfence.coordinator.effects import HostReport, Send
 from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.members import MemberState
 from symfence.protocol.codec import RemoteProtocolError, decode_control, encode
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Control, ControlKind, Tag
 
-log = structlog.get_logger()
-
 
 class MembershipMixin:
-    """What the workers' CONTROL frames and silence change (state: the member table `members`,
+    """The core's part for CONTROL frames and silence (state: the member table `members`,
     stop_acks, stop_sent, peers)."""
 
     def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
@@ -33,7 +32,7 @@ class MembershipMixin:
             return
         if oversized:
             self.stats.control_rejected += 1
-            log.warning("control.rejected", worker=source, reason="malformed",
+            self._log("warning", "control.rejected", worker=source, reason="malformed",
                         detail=f"oversized: {oversized} bytes")
             self._garbage(source, oversized)
             return
@@ -41,7 +40,7 @@ class MembershipMixin:
             ctl = decode_control(frame, self.limits)
         except RemoteProtocolError as exc:
             self.stats.control_rejected += 1
-            log.warning("control.rejected", worker=source, reason=exc.reason.value, detail=exc.detail)
+            self._log("warning", "control.rejected", worker=source, reason=exc.reason.value, detail=exc.detail)
             self._garbage(source, len(frame))
             return
         members = self.members
@@ -53,28 +52,27 @@ class MembershipMixin:
                 offered = ctl.info.get("max_batch", 1)
                 self.batch_of[source] = max(1, min(self.max_batch, offered if type(offered) is int else 1))
                 setup = Control(ControlKind.SETUP, info=self._setup_info(source))
-                self.pump.send(source, Tag.CONTROL, encode(setup))
-                self.hosts.hosts[source] = str(ctl.info.get("host", ""))
-                log.info("worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
+                self._out.append(Send(source, Tag.CONTROL, encode(setup)))
+                self._out.append(HostReport(source, "hello", {"host": str(ctl.info.get("host", ""))}))
+                self._log("info", "worker.ready", worker=source, host=ctl.info.get("host"), pid=ctl.info.get("pid"))
         elif ctl.kind is ControlKind.HEARTBEAT:
-            if members.state(source) is MemberState.LOST and not self._stop.is_set():
+            if members.state(source) is MemberState.LOST and not self.stopping:
                 self._readmit(source, ctl.tokens)
             self._repair_from_heartbeat(source, set(ctl.tokens), ctl.info.get("work_received", 0))
             rss = ctl.info.get("rss_mb")
             if type(rss) is int:
                 self.worker_rss_mb[source] = rss
         elif ctl.kind is ControlKind.CHECKED and source in members.alive:
-            self.hosts.on_checked(source, ctl.info)
-            self._changed.set()
+            self._out.append(HostReport(source, "checked", dict(ctl.info)))
         elif ctl.kind is ControlKind.LOG and source in self.workers:
-            self.hosts.on_log(source, ctl.info)
+            self._out.append(HostReport(source, "log", dict(ctl.info)))
         elif ctl.kind is ControlKind.STOP_ACK and source in self.stop_sent and source not in self.stop_acks:
             self.stop_acks[source] = dict(ctl.info)
-            log.info("worker.stopped", worker=source,
+            self._log("info", "worker.stopped", worker=source,
                      totals={k: v for k, v in ctl.info.items() if k != "faults"})
         else:
             self.stats.control_rejected += 1
-            log.warning("control.unexpected", worker=source, kind=ctl.kind.value,
+            self._log("warning", "control.unexpected", worker=source, kind=ctl.kind.value,
                         detail="no STOP was sent to this rank, or it already acknowledged"
                         if ctl.kind is ControlKind.STOP_ACK else "not a worker's message")
             self._garbage(source, len(frame))
@@ -87,8 +85,8 @@ class MembershipMixin:
         for t in stale:  # revoked from it while it was lost, still held: a slot until let go
             self.inflight.hold(t, rank)
         if stale:
-            self.pump.send(rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, stale)))
-        log.warning("worker.returned", worker=rank, cancelled=len(stale))
+            self._out.append(Send(rank, Tag.CONTROL, encode(Control(ControlKind.CANCEL, stale))))
+        self._log("warning", "worker.returned", worker=rank, cancelled=len(stale))
         self._fill()
 
     def _repair_from_heartbeat(self, rank: Rank, held: set[DispatchToken], work_received: int) -> None:
@@ -98,7 +96,7 @@ class MembershipMixin:
         for token in self.inflight.tokens_of(rank):
             d = self.inflight.get(token)
             if d.send_index < work_received and token not in held:
-                log.warning("task.lost", worker=rank, token=token[:16], reason="not held by worker")
+                self._log("warning", "task.lost", worker=rank, token=token[:16], reason="not held by worker")
                 self._revoke(token, Revocation.LOST, notify=False)
         if self.inflight.release_unheld(rank, held, work_received):
             self._maybe_free.add(rank)  # it let go of revoked dispatches: their slots are free
@@ -112,13 +110,13 @@ class MembershipMixin:
             "poll_cap_ms": self.cfg["workers.poll_cap_ms"],
             "max_batch": self.batch_of.get(rank, 1),  # results in one frame, held at most hold_ms
             "hold_ms": self.cfg["mpi.hold_ms"],
-            "log_path": str(self.out.logs / f"worker-{rank}.jsonl"),
+            "log_path": f"{self.setup.get('log_dir', '.')}/worker-{rank}.jsonl",
             "scratch_dir": self.cfg["workers.scratch_dir"],
             "epoch": self.minter.epoch.hex()[:16],
-            "files": self.hosts.files,
+            "files": self.setup.get("files", []),
             "faults": faults if faults["enabled"] else {},
             **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
-            "world_size": self.comm.Get_size(),
+            "world_size": self.world_size,
         }
 
     def _absorb_pause(self, now: float) -> None:
@@ -133,7 +131,7 @@ class MembershipMixin:
             return
         self.members.postpone(pause)
         self.inflight.postpone(pause)
-        log.warning("coordinator.paused", paused_s=round(pause, 3))
+        self._log("warning", "coordinator.paused", paused_s=round(pause, 3))
 
     def _check_lost(self, now: float) -> None:
         limit = self.cfg["workers.lost_after_s"]
@@ -154,7 +152,7 @@ class MembershipMixin:
         self._next_beat = now + self.cfg["workers.heartbeat_s"]
         beat = encode(Control(ControlKind.HEARTBEAT))
         for rank in self.members.beat_targets(self.stop_sent):
-            self.pump.send(rank, Tag.CONTROL, beat)
+            self._out.append(Send(rank, Tag.CONTROL, beat))
 
     def _lose_worker(self, rank: Rank, why: str, *, failed: bool = False) -> None:
         members = self.members
@@ -167,13 +165,13 @@ class MembershipMixin:
             return
         self.inflight.release_rank(rank)
         tokens = self.inflight.tokens_of(rank)
-        log.error("worker.lost", worker=rank, reason=why, requeued=len(tokens))
+        self._log("error", "worker.lost", worker=rank, reason=why, requeued=len(tokens))
         for token in tokens:
             self._revoke(token, Revocation.LOST, notify=False, charge=True)
         self._fill()
         if not members.alive:
             self.all_lost = True
-            self.request_stop("all workers lost")
+            self._stop("all workers lost")
 
     def _garbage(self, source: Rank, size: int = 0) -> None:
         if self.peers.garbage(source, size):
@@ -185,16 +183,10 @@ class MembershipMixin:
         if rank not in self.workers or not self.peers.ban(rank, flood=flood):
             return
         tokens = self.inflight.tokens_of(rank)  # (the member table moved it to BANNED)
-        log.error("worker.banned", worker=rank, reason=why, requeued=len(tokens))
+        self._log("error", "worker.banned", worker=rank, reason=why, requeued=len(tokens))
         self.inflight.release_rank(rank)
         for token in tokens:
             self._revoke(token, Revocation.LOST, notify=False)
         self._fill()
         if not self.members.alive:
-            self.request_stop("all workers lost")
-
-    def _on_failed(self, ranks: list[int]) -> None:
-        """MPI (ULFM) reported these ranks dead."""
-        for rank in ranks:
-            self._lose_worker(Rank(rank), "MPI reported the process failed", failed=True)
-        self._changed.set()
+            self._stop("all workers lost")

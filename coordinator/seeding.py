@@ -7,7 +7,6 @@ items of kind `WorkKind.CORPUS` (coordinator/scheduler.py).
 
 from __future__ import annotations
 
-import collections
 import gc
 import os
 import time
@@ -103,13 +102,7 @@ class SeedingMixin:
                         for data, sha in zip(seeds, shas, strict=True) if not known(target, sha)]
         failpoints.hit("seed")
         added = self.journal.add_seeds(entries)
-        if self.plan.concolic_on:
-            self.scheduler.extend(map(WorkItem.from_record, added))
-        for e in added:
-            self.plan.add_entry(e.target, e.data)
-        self.afl.seeds(e.queue_id for e in added)
-        for target, n in collections.Counter(e.target for e in added).items():
-            self.targets[target].corpus += n
+        self.core.seeded(added)  # the core's queues
         self.seed_count += len(added)
         if resuming and added:
             log.info("campaign.seeds_added", seeds=len(added), targets=sorted({e.target for e in added}))

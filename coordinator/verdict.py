@@ -2,7 +2,7 @@
 
 Step 3 of the walk of one result (docs/design.md, "The coordinator"): after the fence said
 `current`, `triage()` judges what the result claims against what rank 0 measured and knows,
-changes nothing, and returns a frozen `ResultVerdict`. The commit (`coordinator/commit.py`)
+changes nothing, and returns a frozen `ResultVerdict`. The commit (`coordinator/core.py`)
 then applies it: merges the admitted traces into the coverage map, journals the new entries,
 counts the rejections, punishes the sender `penalties` times and files the claims.
 

@@ -1,7 +1,7 @@
 """One handler per work kind: what its WORK runs, what its committed result does, what a revocation does.
 
-The table `KINDS` (kind -> handler) is the only place the kinds differ; dispatch.py, commit.py
-and `_revoke` ask it and never test a kind themselves:
+The table `KINDS` (kind -> handler) is the only place the kinds differ; the core's dispatch,
+commit and revocation (coordinator/core.py) ask it and never test a kind themselves:
 
 - `CORPUS` (journal-leased): runs the corpus stage's executor; its result is judged by the
   verdict and committed (map, corpus, journal); revoked, it is requeued, or failed after
@@ -22,18 +22,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from symfence.coordinator import triage as triage_mod
+from symfence.coordinator.effects import Minimized
 from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.scheduler import WorkItem, WorkKind
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Result
 
 if TYPE_CHECKING:
-    from symfence.coordinator.campaign import Campaign
-
-log = structlog.get_logger()
+    from symfence.coordinator.core import Core
 
 
 class KindHandler:
@@ -41,30 +38,30 @@ class KindHandler:
 
     kind = WorkKind.CORPUS
     leased = True  # a journal work item: leased at dispatch, committed compare-and-set by token
-    judged = True  # its result goes through verdict.triage() and commit._commit_entries (then `record`)
+    judged = True  # its result goes through verdict.triage() and the core's commit (core.py, then `record`)
     plain = True  # its WORK runs the corpus executor with the campaign's options (`work` is not asked)
 
-    def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+    def work(self, c: Core, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         """(executor, options) of the item's WORK."""
         return c.corpus_executor, c.options
 
-    def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
+    def committed(self, c: Core, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
         """The current result of a kind that is not `judged`, after the common bookkeeping;
         returns the sender's penalty points."""
         raise NotImplementedError
 
-    def record(self, c: Campaign, item: WorkItem, result: Result, entries: list) -> Any:
+    def record(self, c: Core, item: WorkItem, result: Result, entries: list) -> Any:
         """Journal the result and its new entries; None when the journal's own fence refuses it."""
         return c.journal.commit(item.work_id, result.token, status=result.status, new_entries=entries)
 
-    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Core, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         """Its dispatch was revoked (`exhausted`: charged and out of attempts)."""
         if exhausted:
             c.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
             c.stats.work_failed += 1
-            log.error("task.failed", work_id=item.work_id[:16], attempts=attempts, reason=why.value)
+            c._log("error", "task.failed", work_id=item.work_id[:16], attempts=attempts, reason=why.value)
         else:
             c.journal.requeue(item.work_id, token, why.value, charge=charge)
             if why is not Revocation.CANCELLED:
@@ -76,16 +73,16 @@ class FuzzSliceKind(KindHandler):
     leased = False
     plain = False
 
-    def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+    def work(self, c: Core, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         duration = c.cfg["campaign.duration_s"]  # a slice ends with the budget, not after it
         # The plan's mutation stage names the executor: "fuzz" (Atheris) or "native_fuzz".
         return c.plan.fuzz_stage.value, c.plan.slice_options(duration - (now - c._t0) if duration else None)
 
-    def record(self, c: Campaign, item: WorkItem, result: Result, entries: list) -> Any:
+    def record(self, c: Core, item: WorkItem, result: Result, entries: list) -> Any:
         c.plan.slice_ended(item, committed=True)
         return c.journal.record_transient(item.work_id, new_entries=entries)
 
-    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Core, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         c.plan.slice_ended(item, committed=False)  # not redone: the next slice starts afresh
 
@@ -95,12 +92,12 @@ class ConfirmationKind(KindHandler):
     leased = False
     judged = False
 
-    def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
+    def committed(self, c: Core, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
         c._confirmed(source, item, result)
         return 0
 
-    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Core, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         if why is Revocation.CANCELLED or exhausted:
             claim = c.claims.take(item.work_id)
@@ -117,16 +114,16 @@ class MinimizationKind(KindHandler):
     judged = False
     plain = False
 
-    def work(self, c: Campaign, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
+    def work(self, c: Core, item: WorkItem, now: float) -> tuple[str, dict[str, Any]]:
         left = c._duration_s - (now - c._t0) if c._duration_s else None  # it ends with the budget
         return triage_mod.EXECUTOR, c.triage.options_for(item, left)
 
-    def committed(self, c: Campaign, source: Rank, item: WorkItem, result: Result, execs: int,
+    def committed(self, c: Core, source: Rank, item: WorkItem, result: Result, execs: int,
                   wall_s: float, now: float) -> int:
-        c.triage.done(item, result, source, now - c._t0)
+        c._out.append(Minimized(item, result, source, now - c._t0))  # the shell keeps its file (triage.py)
         return 0
 
-    def revoked(self, c: Campaign, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
+    def revoked(self, c: Core, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         c.triage.revoked(item, attempts=attempts, avoid=avoid,
                          give_up=why is Revocation.CANCELLED or exhausted)

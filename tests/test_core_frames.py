@@ -1,0 +1,209 @@
+"""The coordinator core driven with frames only (no MPI, no event loop, no threads): frames in, effects out.
+
+Each test builds a `Core` over a real journal (its in-memory mirror; a `Flush` effect is carried
+out here by `journal.flush()`, as the shell's writer thread would), says HELLO from two worker
+ranks with real CONTROL frames, starts dispatching and answers the WORKs it sent with RESULT
+frames encoded by the worker's own codec.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from symfence.coordinator.config import parse
+from symfence.coordinator.core import Core
+from symfence.coordinator.effects import Flush, HostReport, Log, Quarantined, Send, Stop
+from symfence.coordinator.journal import Journal, NewEntry
+from symfence.coordinator.outputs import OutputDir
+from symfence.coordinator.triage import Triage
+from symfence.protocol.codec import decode_control, decode_work_frame, encode, encode_batch
+from symfence.protocol.coverage import pack_trace
+from symfence.protocol.ids import DispatchToken, Rank, WorkId, sha256_hex, work_id_for
+from symfence.protocol.messages import Control, ControlKind, Cost, Result, Status, Tag, Work
+from symfence.protocol.reasons import Reason
+
+ROOT = Path(__file__).resolve().parent.parent
+IO = {"mpi4py", "asyncio", "structlog", "uvloop", "sqlite3", "threading", "socket", "os", "shutil", "pathlib",
+      "subprocess", "time"}
+CORE = ("coordinator/core.py", "coordinator/effects.py", "coordinator/confirm.py",
+        "coordinator/membership.py", "coordinator/workkinds.py")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _core(tmp_path: Path, *, seeds: int = 12, depth: int = 2, max_batch: int = 8, deadline_s: float = 0.0,
+          batch_ops: int = 1) -> tuple[Core, Journal, Clock]:
+    cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
+                 "dispatch": {"depth": depth, "deadline_s": deadline_s},
+                 "synthetic": {"seeds": seeds, "task_ms": 0}, "journal": {"batch_ops": batch_ops},
+                 "limits": {"max_refused_share": 1.0}})
+    clock = Clock()
+    out = OutputDir(tmp_path / "out")
+    journal = Journal.open(out.root / "journal.sqlite", resume=False, batch_ops=batch_ops, clock=clock)
+    triage = Triage(out, journal, base_executor="synthetic", base_options={})
+    core = Core(cfg, journal, triage, world_size=3, token_key=b"k" * 32, clock=clock)
+    journal.begin_run(core.minter.epoch.hex())
+    entries = []
+    for i in range(seeds):
+        data = b"seed-%d" % i
+        sha = sha256_hex(data)
+        wid = work_id_for("synthetic", "synthetic", sha, 0, core.options)
+        entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed", new_bits=0,
+                                found_s=0.0, work_id=wid, target="synthetic"))
+    core.seeded(journal.add_seeds(entries))
+    journal.flush()
+    return core, journal, clock
+
+
+def _hello(core: Core, rank: int, max_batch: int = 8) -> list:
+    frame = encode(Control(ControlKind.HELLO, info={"max_batch": max_batch, "host": "h", "pid": 1}))
+    return core.receive([(Rank(rank), Tag.CONTROL, frame, 0)])
+
+
+def _works(effects: list) -> dict[int, list[list[Work]]]:
+    """The WORK frames among `effects`, per rank: a list of frames, each a list of WORKs."""
+    out: dict[int, list[list[Work]]] = {}
+    for e in effects:
+        if isinstance(e, Send) and e.tag == Tag.WORK:
+            out.setdefault(e.rank, []).append(decode_work_frame(e.frame))
+    return out
+
+
+def _answer(w: Work, **kw) -> Result:
+    return Result(w.token, w.work_id, Status.OK, cost=Cost(0.001, 0.001, 0.0, 1), cov_version=w.cov_version,
+                  trace=pack_trace({hash(w.data) % 1000 + 1: 1}), **kw)
+
+
+def _started(tmp_path: Path, **kw) -> tuple[Core, Journal, Clock, dict[int, list[Work]]]:
+    core, journal, clock = _core(tmp_path, **kw)
+    for r in (1, 2):
+        effects = _hello(core, r)
+        setup = [decode_control(e.frame) for e in effects if isinstance(e, Send)]
+        assert [c.kind for c in setup] == [ControlKind.SETUP] and setup[0].info["rank"] == r
+        assert any(isinstance(e, HostReport) and e.kind == "hello" for e in effects)
+    effects = core.start()
+    first = _works(effects)
+    assert _apply_flush(effects, journal) == 1  # the leases of the first dispatches, in one write
+    assert sorted(first) == [1, 2] and all(len(frames) == 1 for frames in first.values())  # one frame each
+    return core, journal, clock, {r: frames[0] for r, frames in first.items()}
+
+
+def _apply_flush(effects: list, journal: Journal) -> int:
+    flushes = [e for e in effects if isinstance(e, Flush)]
+    for _ in flushes:
+        journal.flush()
+    return len(flushes)
+
+
+def _state(core: Core, journal: Journal) -> tuple:
+    """What a result must not change when it is quarantined."""
+    return (core.stats.committed, len(core.inflight), sorted(core.inflight.tokens_of(Rank(1))),
+            sorted(core.inflight.tokens_of(Rank(2))), journal.unflushed_ops, journal.snapshot().done,
+            bytes(core.coverage.seen))
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_the_core_imports_no_io(name):
+    tree = ast.parse((ROOT / name).read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not names & IO, f"{name} imports {sorted(names & IO)}"
+
+
+def test_a_current_result_commits_journals_and_refills_its_slot(tmp_path):
+    core, journal, _, works = _started(tmp_path)
+    w = works[1][0]
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(w)), 0)])
+    assert not [e for e in effects if isinstance(e, Quarantined)]
+    refill = _works(effects)
+    assert list(refill) == [1] and len(refill[1]) == 1 and len(refill[1][0]) == 1  # one WORK, one frame
+    assert refill[1][0][0].token not in {x.token for x in works[1]}  # a new dispatch under a new token
+    assert core.stats.committed == 1 and w.token not in core.inflight
+    assert _apply_flush(effects, journal) == 1
+    assert journal.snapshot().done == 1  # the journal row is durable after the one write
+    assert core.coverage.seen.count(0) < len(core.coverage.seen)  # its trace reached the map
+
+
+@pytest.mark.parametrize("case", ["stale", "duplicate", "misrouted", "unowned", "mismatched", "malformed"])
+def test_a_result_the_fence_refuses_is_quarantined_with_its_reason_and_changes_nothing(tmp_path, case):
+    core, journal, _, works = _started(tmp_path)
+    source, frame = Rank(1), b""
+    if case == "duplicate":  # the same result twice: the first commits
+        first = encode(_answer(works[1][0]))
+        _apply_flush(core.receive([(source, Tag.RESULT, first, 0)]), journal)
+        frame = first
+    elif case == "stale":  # a token this epoch never issued
+        frame = encode(Result(DispatchToken("ab" * 32), works[1][0].work_id, Status.OK))
+    elif case == "misrouted":  # rank 2's token, sent by rank 1
+        frame = encode(_answer(works[2][0]))
+    elif case == "unowned":  # a rank with nothing in flight sends a token it never had
+        core.halt()  # nothing is refilled from now on
+        for w in works[2]:
+            _apply_flush(core.receive([(Rank(2), Tag.RESULT, encode(_answer(w)), 0)]), journal)
+        assert not core.inflight.tokens_of(Rank(2))
+        source, frame = Rank(2), encode(Result(DispatchToken("cd" * 32), WorkId("ef" * 32), Status.OK))
+    elif case == "mismatched":  # the right token with another work id
+        frame = encode(Result(works[1][0].token, WorkId("12" * 32), Status.OK))
+    else:
+        frame = b"\xc1 not msgpack"
+    before = _state(core, journal)
+    effects = core.receive([(source, Tag.RESULT, frame, 0)])
+    (q,) = [e for e in effects if isinstance(e, Quarantined)]
+    assert q.reason is Reason(case) and q.source == source
+    assert not _works(effects) and not [e for e in effects if isinstance(e, Flush)]
+    assert _state(core, journal) == before
+    assert core.stats.quarantine[Reason(case)] == 1
+
+
+def test_a_frame_of_n_results_is_one_journal_write_and_one_refill_frame(tmp_path):
+    core, journal, _, works = _started(tmp_path, depth=4)
+    n = len(works[1])
+    assert n == 4
+    frame = encode_batch("results", [encode(_answer(w)) for w in works[1]])
+    effects = core.receive([(Rank(1), Tag.RESULT, frame, 0)])
+    assert core.stats.committed == n
+    refill = _works(effects)
+    assert list(refill) == [1] and len(refill[1]) == 1 and len(refill[1][0]) == n  # n WORKs in ONE frame
+    assert _apply_flush(effects, journal) == 1  # ONE group commit for the n results (batch_ops 1)
+    assert journal.snapshot().done == n
+
+
+def test_an_expired_dispatch_is_revoked_cancelled_and_its_work_goes_elsewhere(tmp_path):
+    core, journal, clock, works = _started(tmp_path, depth=1, deadline_s=5.0, seeds=4)
+    (w1,), (w2,) = works[1], works[2]
+    assert core.receive([]) == []  # nothing received: nothing happens
+    clock.now += 6.0  # both deadlines pass
+    effects = core.tick(clock.now)
+    cancels = [decode_control(e.frame) for e in effects if isinstance(e, Send) and e.tag == Tag.CONTROL]
+    assert any(c.kind is ControlKind.CANCEL and w1.token in c.tokens for c in cancels)
+    assert any(isinstance(e, Log) and e.event == "task.expired" for e in effects)
+    assert core.stats.expired == 2 and w1.token not in core.inflight and w2.token not in core.inflight
+    assert not _works(effects)  # the revoked dispatches still take their slots (depth 1) ...
+    late = core.receive([(Rank(1), Tag.RESULT, encode(_answer(w1)), 0)])  # ... until the late answer
+    assert [e.reason for e in late if isinstance(e, Quarantined)] == [Reason.EXPIRED]
+    (retry,) = _works(late)[1][0]  # rank 1 is free again: it gets rank 2's expired work, attempt 2
+    assert retry.work_id == w2.work_id and retry.attempt == 2
+    assert core.stats.committed == 0 and journal.snapshot().done == 0
+
+
+def test_the_last_result_of_exhausted_work_stops_the_campaign(tmp_path):
+    core, journal, _, works = _started(tmp_path, seeds=2, depth=1)
+    effects = core.receive([(Rank(r), Tag.RESULT, encode(_answer(ws[0])), 0) for r, ws in works.items()])
+    assert [e.reason for e in effects if isinstance(e, Stop)] == ["work exhausted"]
+    assert core.stats.committed == 2 and not _works(effects)
+
+
+def test_control_frames_a_rank_should_not_send_are_refused_and_counted(tmp_path):
+    core, _, _, _ = _started(tmp_path)
+    effects = core.receive([(Rank(1), Tag.CONTROL, encode(Control(ControlKind.STOP_ACK)), 0)])
+    assert [e.event for e in effects if isinstance(e, Log)] == ["control.unexpected"]
+    assert core.stats.control_rejected == 1 and not core.stop_acks
