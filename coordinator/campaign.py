@@ -164,6 +164,7 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         # Issue 17: results of not-banned ranks refused for reasons no honest worker causes.
         self.refusals = Refusals(cfg["limits.max_refused_share"], cfg["faults.enabled"])
         self.hosts = HostChecks(manifest(cfg))  # files every worker's host must have (hosts.py)
+        self.shared: Any = None  # issue 29: the shared campaign store's side (sharedwork.py), or None
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -218,6 +219,8 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             if self.afl_sync is not None:
                 self.afl_sync.start(self.journal)  # AFL++ starts from the durable corpus
             self.dispatching = True
+            if self.shared is not None:
+                self.shared.start()  # register, the seeds to the store, the first leases
             self._t0 = self.clock()
             self.stats.started_wall = time.time()
             self.afl.run_started = self.stats.started_wall
@@ -352,6 +355,8 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
         self.claims.abandoned += len(self.claims.pending)
+        if self.shared is not None:
+            self.shared.stop()  # what is left of the new work to the store; every lease given back
         # Hung: alive but no STOP ack, or lost (silent) and never heard from again. MPI cannot
         # finalize with them; cli ends the job with MPI_Abort and the documented exit code 6.
         self.unstopped = sorted(set(missing) | set(members.ranks_in(MemberState.LOST)))
@@ -382,6 +387,8 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
             self._expire(now)
             self._check_lost(now)
             self._beat(now)
+            if self.shared is not None:
+                self.shared.tick(now)
             if self.afl_sync is not None and self.dispatching and self.afl_sync.due(now):
                 self._import_afl()
             if self.journal.needs_flush():
@@ -404,5 +411,6 @@ class Campaign(IntakeMixin, CommitMixin, ClaimsMixin, DispatchMixin, MembershipM
         elif max_results and self.stats.committed >= max_results:
             self.request_stop("max_results reached")
         elif not len(self.inflight) and not self.plan.fuzz_on and not len(self.scheduler) \
-                and not len(self.claims.queue) and not len(self.triage.queue) and self.afl_sync is None:
+                and not len(self.claims.queue) and not len(self.triage.queue) and self.afl_sync is None \
+                and (self.shared is None or self.shared.exhausted()):
             self.request_stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out

@@ -130,7 +130,9 @@ class CommitMixin:
 
     def _queue_entry(self, entry: Any) -> None:
         """A new durable-to-be corpus entry: the engine's queue (if it runs) and the fuzzer's."""
-        if self.plan.concolic_on:
+        if self.shared is not None:
+            self.shared.offer(entry)  # the campaign's work: whichever coordinator leases it runs it
+        elif self.plan.concolic_on:
             self.scheduler.add(WorkItem.from_record(entry))
         self.plan.add_entry(entry.target, entry.data)
 

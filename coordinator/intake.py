@@ -79,6 +79,8 @@ class IntakeMixin:
             t0 = _ns() if timed else 0
             verdict = next(judged, None)  # decide ...
             if verdict is None:
+                if self.shared is not None:
+                    self.shared.flush()  # the frame's group commit in the campaign store, then apply
                 return
             stats.results_received += 1
             self.refusals.received(source)
@@ -86,6 +88,8 @@ class IntakeMixin:
                 t1 = _ns()
                 hotpath.decode_ns += t1 - t0
             if verdict.reason is Reason.CURRENT:
+                if self.shared is not None and self.shared.park(source, verdict.result):
+                    continue  # committed to the shared store first (sharedwork.py), at the frame's end
                 penalties = self._commit(source, verdict.result)  # ... commit (commit.py) ...
                 if timed:
                     hotpath.commit_ns += _ns() - t1
