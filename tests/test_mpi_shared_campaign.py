@@ -37,8 +37,9 @@ class Job:
         self.out = tmp_path / name
         config = tmp_path / f"{name}.toml"
         config.write_text(toml_dump(cfg))
-        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "symfence.coordinator", "--config", str(config),
-               "--out", str(self.out), "--no-status", *(["--store", store] if store else [])]
+        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "symfence.coordinator",
+               "--config", str(config), "--out", str(self.out), "--no-status",
+               *(["--store", store] if store else [])]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -112,8 +113,8 @@ def checked(store: str, items: int) -> Any:
 
 
 def cfg_for(items: int, task_ms: float, lease_s: float, store: str = "") -> dict[str, dict[str, Any]]:
-    return synthetic_cfg(campaign={"duration_s": 25, "store": store}, synthetic={"seeds": items, "task_ms": task_ms},
-                         store={"lease_s": lease_s})
+    return synthetic_cfg(campaign={"duration_s": 25, "store": store},
+                         synthetic={"seeds": items, "task_ms": task_ms}, store={"lease_s": lease_s})
 
 
 def test_two_coordinators_share_one_campaign_each_item_committed_once(tmp_path: Path) -> None:
@@ -162,7 +163,7 @@ def test_a_killed_coordinators_leases_are_taken_over_and_the_campaign_ends(tmp_p
     assert taken, "the killed coordinator held no lease: kill it earlier"
     assert all(e.reason.startswith("taken over by") for e in taken)
     late = max(e.at for e in taken) - killed_at
-    assert late <= lease_s + 1.0, f"its leases were taken over {late:.2f} s after the kill (lease {lease_s} s)"
+    assert late <= lease_s + 1.0, f"its leases taken over {late:.2f} s after the kill (lease {lease_s} s)"
     survivors = [job for job in jobs[:2]]
     assert sum(read_stat(job.out, "committed") for job in survivors) + status[name].committed == items
     assert all("work exhausted" in job.stdout for job in survivors)
@@ -189,8 +190,9 @@ def test_a_frozen_coordinators_late_commits_are_refused_counted_and_not_applied(
     assert refused > 0, victim.explain()
     assert status[name].refused == refused  # each refusal counted here is one the store made
     assert read_stat(victim.out, "refused") == refused  # its dispatches ended as refused
-    events = [json.loads(line) for line in (victim.out / "logs" / "coordinator.jsonl").read_text().splitlines()]
-    assert sum(e.get("reason") == "stale_lease" for e in events if e["event"] == "result.quarantined") == refused
+    log = (victim.out / "logs" / "coordinator.jsonl").read_text().splitlines()
+    quarantined = [e for e in map(json.loads, log) if e["event"] == "result.quarantined"]
+    assert sum(e.get("reason") == "stale_lease" for e in quarantined) == refused
     # Nothing refused was applied: what each coordinator applied is what the store committed for it.
     mine = {job.out.name: read_stat(job.out, "committed") for job in jobs}
     assert mine["c2"] == status[name].committed and sum(mine.values()) == items, (mine, status)
