@@ -150,6 +150,7 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
     worker_rss_mb: dict[Rank, int] = _core_state("worker_rss_mb", "workers' memory")
     control_banned: int = _core_state("control_banned", "frames of banned ranks")
     _maybe_free: set[Rank] = _core_state("_maybe_free", "ranks that may have a free slot")
+    shared: Any = _core_state("shared", "issue 29: the shared campaign store's side (sharedwork.py), or None")
     _t0: float = _core_state("_t0", "when dispatching started")
     _duration_s: float = _core_state("_duration_s", "campaign.duration_s")
 
@@ -240,6 +241,16 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
     def _queue_entry(self, entry: Any) -> None:
         self.core._queue_entry(entry)
 
+    def _commit(self, source: Rank, result: Any) -> int:
+        """Commit a result the shared store accepted (sharedwork.py); returns its penalty points."""
+        penalties = self.core._commit(Rank(source), result)
+        self._apply(self.core._take())
+        return penalties
+
+    def _garbage(self, source: Rank, size: int = 0) -> None:
+        self.core._garbage(Rank(source), size)
+        self._apply(self.core._take())
+
     def _on_failed(self, ranks: list[int]) -> None:
         """MPI (ULFM) reported these ranks dead."""
         self._apply(self.core.failed(ranks))
@@ -297,6 +308,9 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             self.hotpath.mark("seeded")
             if self.afl_sync is not None:
                 self.afl_sync.start(self.journal)  # AFL++ starts from the durable corpus
+            if self.shared is not None:  # issue 29: register, the seeds to the store, the first leases
+                self.core.dispatching = True  # (its first leases are dispatched at once)
+                self.shared.start()
             self.stats.started_wall = time.time()
             self.afl.run_started = self.stats.started_wall
             log.info("campaign.started", pid=os.getpid(), workers=len(self.members.alive), depth=self.depth,
@@ -423,6 +437,8 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
         if missing:
             log.warning("campaign.stop_ack_missing", ranks=missing)
         self.claims.abandoned += len(self.claims.pending)
+        if self.shared is not None:
+            self.shared.stop()  # what is left of the new work to the store; every lease given back
         # Hung: alive but no STOP ack, or lost (silent) and never heard from again. MPI cannot
         # finalize with them; cli ends the job with MPI_Abort and the documented exit code 6.
         self.unstopped = sorted(set(missing) | set(members.ranks_in(MemberState.LOST)))
@@ -450,6 +466,8 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             now = self.clock()
             logsetup.check_file()  # a failed log write stops the campaign like any other
             self._apply(self.core.tick(now))  # deadlines, silence, heartbeats, the group commit, the end
+            if self.shared is not None:
+                self.shared.tick(now)
             if self.afl_sync is not None and self.dispatching and self.afl_sync.due(now):
                 self._import_afl()
             if now >= next_stats:

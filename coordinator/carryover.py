@@ -16,7 +16,7 @@ from symfence.protocol.reasons import QUARANTINE_REASONS, QuarantineCounters
 
 # execs and crash totals are carried by afl.AflState (its `afl_*` counters), not here.
 _PLAIN = ("dispatched", "results_received", "committed", "expired", "cancelled", "lost", "voided",
-          "work_failed", "control_rejected", "journal_fence_rejected")
+          "refused", "work_failed", "control_rejected", "journal_fence_rejected")
 _STATUS = "status_"
 _QUARANTINED = "quarantined_"
 _TRIAGE = "triage_rejected_"
@@ -50,7 +50,7 @@ def restore(stats: Stats, saved: Mapping[str, int]) -> int:
     stats.quarantine = QuarantineCounters(quarantined)
     stats.carried_committed = stats.committed
     in_flight = stats.dispatched - (stats.committed + stats.expired + stats.cancelled + stats.lost
-                                    + stats.voided)
+                                    + stats.voided + stats.refused)
     voided = max(in_flight, 0)
     stats.voided += voided
     return voided

@@ -28,6 +28,23 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="always show quarantine counts and conservation in the live view (default: only when non-zero)")
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume: give work items that used up dispatch.max_attempts another chance")
+    p.add_argument("--store", metavar="STORE",
+                   help="join the campaign in this shared store (campaign.store): sqlite:PATH or postgresql://...")
+
+
+def store_of_run(cfg, args: argparse.Namespace) -> str:
+    """The campaign store this run joins: `--store`, else `campaign.store` ("" = none);
+    ConfigError naming the key if it cannot name one."""
+    from symfence.coordinator.config import ConfigError
+    from symfence.coordinator.shared import store_problem
+
+    store = getattr(args, "store", None)
+    if store is None:
+        return cfg["campaign.store"]
+    problem = store_problem(store)
+    if problem:
+        raise ConfigError("campaign.store (--store)", problem)
+    return store
 
 
 def fail(message: str, code: int = EXIT_CONFIG) -> int:
@@ -55,6 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     interrupt.install()  # a Ctrl-C from here until mpiexec runs: one line, exit 130
     try:
         cfg = load(args.config)
+        store_of_run(cfg, args)
     except ConfigError as exc:
         return fail(f"config error: {exc}")
     out = cfg.output_dir(args.out)
@@ -71,7 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     forwarded = ["--config", str(args.config)] + (["--out", str(out)]) + (["--resume"] if args.resume else []) \
         + (["--verbose"] if args.verbose else []) + (["--no-status"] if args.no_status else []) \
         + (["--show-quarantine"] if args.show_quarantine else []) \
-        + (["--retry-failed"] if args.retry_failed else [])
+        + (["--retry-failed"] if args.retry_failed else []) \
+        + (["--store", args.store] if args.store else [])
     if any(v in os.environ for v in MPI_ENV):
         return mpi_main(forwarded)  # already launched by mpirun: run this rank's role
     ranks = args.ranks or cfg["campaign.ranks"]
@@ -153,6 +172,7 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     interrupt.check()
     try:
         cfg = load(args.config)
+        store = store_of_run(cfg, args)
     except ConfigError as exc:
         _stop_workers(comm)
         return fail(f"config error: {exc}")
@@ -199,6 +219,17 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     save_snapshot(cfg, out.root)  # what this run uses; the next --resume compares against it
     status = StatusLine(enabled=not args.no_status, show_quarantine=args.show_quarantine)
     coordinator = Campaign(cfg, comm, out, journal, status=status, peers_comm=peers)
+    if store:  # issue 29: this coordinator joins a campaign shared with others (sharedwork.py)
+        from symfence.coordinator.shared.interface import StoreError
+        from symfence.coordinator.sharedwork import SharedWork
+
+        try:
+            coordinator.shared = SharedWork.open(store, cfg["store.coordinator"], cfg["store.lease_s"],
+                                                 cfg["store.lease_batch"], coordinator)
+        except (StoreError, ValueError) as exc:
+            _stop_workers(comm)
+            journal.close()
+            return fail(f"config error: campaign.store: {exc}")
     journal.begin_run(coordinator.minter.epoch.hex())
     code = uvloop.run(coordinator.run())  # a start-up Ctrl-C already seen stops it at once
     # The loop's handlers are gone: a Ctrl-C now (the job is closing, e.g. in MPI_Finalize,

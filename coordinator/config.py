@@ -97,6 +97,29 @@ def _share(key: str, v: Any) -> float | str:
     return float(v)
 
 
+def _store(key: str, v: Any) -> str:
+    """The campaign store's name: "", `sqlite:PATH` or a PostgreSQL URL."""
+    from symfence.coordinator.shared import store_problem
+
+    if type(v) is not str:
+        raise ConfigError(key, f"must be a string, got {v!r}")
+    problem = store_problem(v)
+    if problem:
+        raise ConfigError(key, problem)
+    return v
+
+
+def _coordinator_name(key: str, v: Any) -> str:
+    from symfence.coordinator.shared.records import coordinator_id
+
+    if v == "":
+        return v
+    try:
+        return coordinator_id(v)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
 # The most dispatches one rank may hold (dispatch.depth, dispatch.max_depth). Each costs rank 0 an
 # in-flight record (~0.3 KB) and, until MPI has sent it, its WORK frame; the worker holds the inputs.
 MAX_DEPTH = 256
@@ -163,6 +186,14 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "duration_s": (60.0, _float(0)),  # 0 = until work is exhausted
         "max_results": (0, _int(0)),  # stop after this many committed results, 0 = no limit
         "ranks": (3, _int(2)),  # world size used by `symfence run` when it launches mpiexec
+        # The shared campaign store several coordinators join (coordinator/sharedwork.py):
+        # "" = none (one coordinator), "sqlite:/path/campaign.db", "postgresql://...".
+        "store": ("", _store),
+    },
+    "store": {  # tuning of the shared campaign store (only with campaign.store)
+        "coordinator": ("", _coordinator_name),  # this coordinator's name; "" = <host>-<out dir name>
+        "lease_s": (10.0, _float(0.5)),  # a lease's time to live; renewed every third of it
+        "lease_batch": (0, _int(0)),  # items leased at a time; 0 = twice the workers' slots (at least 8)
     },
     "dispatch": {
         "depth": (2, _depth),  # or "auto": each rank's depth from its round trip and task time

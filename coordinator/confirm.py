@@ -130,6 +130,11 @@ class ClaimsMixin:
                     self.stats.triage_rejected[Rejection.KNOWN_HANG.value] += 1
                     return
                 self.triage.remember(claim.target, ident)
+        if self.shared is not None and not self.shared.new_finding(
+                claim.kind.value, claim.target, ident.key or claim.sha256, claim.data, detail, claim.parent_work_id):
+            self.stats.triage_rejected[(Rejection.KNOWN_CRASH if claim.kind is Status.CRASH
+                                        else Rejection.KNOWN_HANG).value] += 1
+            return  # another coordinator of the campaign saved this identity first
         self.claims.confirmed += 1
         finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
                              found_s=claim.found_s, target=claim.target)

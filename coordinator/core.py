@@ -107,6 +107,11 @@ class Core(ClaimsMixin, MembershipMixin):
         self.solver_timeouts = 0  # queries the solver gave up on ("unknown": its time-out)
         self.worker_rss_mb: dict[Rank, int] = {}
         self.afl_sync = afl_sync
+        # Issue 29: the shared campaign store's side (sharedwork.py), set by the shell, or None. It
+        # gates the commit (park, then its group commit at a frame's end), takes new corpus
+        # entries (offer), confirmed findings (new_finding) and says when the work is exhausted.
+        # It does IO (the store): with a store, the core is not sans-IO at these four calls.
+        self.shared: Any = None
         self.dispatching = False
         self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.stopping = False  # the shell is ending the campaign
@@ -258,6 +263,8 @@ class Core(ClaimsMixin, MembershipMixin):
             t0 = _ns() if timed else 0
             verdict = next(judged, None)  # decide ...
             if verdict is None:
+                if self.shared is not None:
+                    self.shared.flush()  # the frame's group commit in the campaign store, then apply
                 return
             stats.results_received += 1
             self.refusals.received(source)
@@ -265,6 +272,8 @@ class Core(ClaimsMixin, MembershipMixin):
                 t1 = _ns()
                 hotpath.decode_ns += t1 - t0
             if verdict.reason is Reason.CURRENT:
+                if self.shared is not None and self.shared.park(source, verdict.result):
+                    continue  # committed to the shared store first (sharedwork.py), at the frame's end
                 penalties = self._commit(source, verdict.result)  # type: ignore[arg-type]  # ... commit ...
                 if timed:
                     hotpath.commit_ns += _ns() - t1
@@ -383,7 +392,9 @@ class Core(ClaimsMixin, MembershipMixin):
 
     def _queue_entry(self, entry: Any) -> None:
         """A new durable-to-be corpus entry: the engine's queue (if it runs) and the fuzzer's."""
-        if self.plan.concolic_on:
+        if self.shared is not None:
+            self.shared.offer(entry)  # the campaign's work: whichever coordinator leases it runs it
+        elif self.plan.concolic_on:
             self.scheduler.add(WorkItem.from_record(entry))
         self.plan.add_entry(entry.target, entry.data)
 
@@ -523,5 +534,6 @@ class Core(ClaimsMixin, MembershipMixin):
         elif self._max_results and self.stats.committed >= self._max_results:
             self._stop("max_results reached")
         elif not len(self.inflight) and not self.plan.fuzz_on and not len(self.scheduler) \
-                and not len(self.claims.queue) and not len(self.triage.queue) and not self.afl_sync:
+                and not len(self.claims.queue) and not len(self.triage.queue) and not self.afl_sync \
+                and (self.shared is None or self.shared.exhausted()):
             self._stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out

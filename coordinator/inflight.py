@@ -37,6 +37,7 @@ class Revocation(str, enum.Enum):
     EXPIRED = "expired"  # its deadline passed
     CANCELLED = "cancelled"  # the campaign stopped before it answered
     LOST = "lost"  # its worker is gone, or does not hold it (heartbeat reconciliation)
+    REFUSED = "refused"  # its result came back, but the shared campaign store refused its commit
 
 
 class SlotRelease(str, enum.Enum):

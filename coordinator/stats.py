@@ -30,6 +30,7 @@ class Stats:
     cancelled: int = 0  # dispatches revoked because the campaign stopped
     lost: int = 0  # dispatches revoked because their worker was lost / did not hold them
     voided: int = 0  # dispatches in flight when a previous run was killed (requeued on resume)
+    refused: int = 0  # dispatches whose result the shared campaign store refused (stale_lease)
     carried_committed: int = 0  # `committed` carried over from earlier runs (rates count this run)
     quarantine: QuarantineCounters = field(default_factory=QuarantineCounters)
     status_counts: collections.Counter[str] = field(default_factory=collections.Counter)  # ok/crash/...
@@ -84,7 +85,7 @@ class Stats:
             self.execs, self.solver_s, MappingProxyType(dict(self.busy_s)), self.corpus, self.crashes,
             self.crashes_total, self.ooms, self.hangs, self.edges, self.work_failed, self.control_rejected,
             self.journal_fence_rejected, tuple(self.engine.items()), tuple(self.engine.plot_values()),
-            self.first_error, MappingProxyType(dict(self.budget_busy_s)))
+            self.first_error, MappingProxyType(dict(self.budget_busy_s)), self.refused)
 
     def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
         return self.snapshot().conservation(in_flight)
@@ -125,6 +126,7 @@ class StatsSnapshot:
     engine_plot: tuple[object, ...]
     first_error: str
     budget_busy_s: Mapping[int, float]  # per rank: committed task time inside the campaign's duration
+    refused: int = 0  # dispatches whose result the shared campaign store refused (stale_lease)
 
     @property
     def task_errors(self) -> int:
@@ -138,7 +140,7 @@ class StatsSnapshot:
 
     def conservation(self, in_flight: int) -> list[tuple[str, bool]]:
         q = self.quarantined_total
-        revoked = self.expired + self.cancelled + self.lost + self.voided
+        revoked = self.expired + self.cancelled + self.lost + self.voided + self.refused
         return [
             (
                 f"results_received {self.results_received} = committed {self.committed}"
@@ -148,7 +150,8 @@ class StatsSnapshot:
             (
                 f"dispatched {self.dispatched} = committed {self.committed} + expired {self.expired}"
                 f" + cancelled {self.cancelled} + lost {self.lost}"
-                + (f" + voided {self.voided}" if self.voided else "") + f" + in_flight {in_flight}",
+                + (f" + voided {self.voided}" if self.voided else "")
+                + (f" + refused {self.refused}" if self.refused else "") + f" + in_flight {in_flight}",
                 self.dispatched == self.committed + revoked + in_flight,
             ),
         ]
@@ -182,6 +185,7 @@ class StatsSnapshot:
             ("cancelled", self.cancelled),
             ("lost", self.lost),
             ("voided", self.voided),
+            ("refused", self.refused),
             ("work_failed", self.work_failed),
             ("results_per_sec", round((self.committed - self.carried_committed) / elapsed, 2)),
         ]

@@ -65,6 +65,14 @@ def render_status(outdir: Path) -> str:
     text = "\n".join(f"{key:<{width}} : {value}" for key, value in rows)
     if findings:
         text += "\n\nunique crashes and hangs (identity; first found; size; reproduce):\n" + "\n".join(findings)
+    from symfence.coordinator.sharedwork import store_of, store_status_lines
+
+    where = store_of(outdir)
+    if where is not None:  # a campaign shared by several coordinators (issue 29): one row each
+        try:
+            text += "\n\n" + "\n".join(store_status_lines(where))
+        except Exception as exc:  # noqa: BLE001 - the local report stands without the store
+            text += f"\n\ncampaign store : {where} cannot be read: {exc}"
     return text
 
 

@@ -22,6 +22,9 @@ class Reason(str, enum.Enum):
     # Added later, so they render last (docs/design.md's fence table gives the precedence):
     MISMATCHED = "mismatched"  # current token, but not the work_id dispatched under it
     BANNED = "banned"  # the source rank is banned: the frame is counted, never decoded
+    # Not the fence's: a current result whose commit the shared campaign store refused (its
+    # lease expired, was taken over, or its coordinator's epoch is dead; coordinator/sharedwork.py).
+    STALE_LEASE = "stale_lease"
 
 
 # Every reason except CURRENT quarantines. This order is the stable rendering order.

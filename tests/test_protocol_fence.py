@@ -121,7 +121,8 @@ def test_classification_table(name, data, source, expected):
 
 
 def test_every_reason_has_a_row():
-    assert {r[3] for r in ROWS} == set(Reason)
+    # STALE_LEASE is not the fence's: the shared campaign store refuses such a commit (sharedwork.py)
+    assert {r[3] for r in ROWS} == set(Reason) - {Reason.STALE_LEASE}
 
 
 def test_quarantine_verdict_keeps_work_id_for_logs():

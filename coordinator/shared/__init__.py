@@ -2,7 +2,8 @@
 
 Issue 29's foundation (docs/design.md, "Beyond one coordinator"): `interface.CampaignStore`,
 its two implementations (`sqlite.SqliteStore`, embedded; `postgres.PostgresStore`, a server),
-and `checker`, which verifies a store's history. Not yet wired into the coordinator.
+and `checker`, which verifies a store's history. The coordinator uses it through
+`coordinator/sharedwork.py` when `campaign.store` (or `--store`) names one.
 """
 
 from __future__ import annotations
@@ -11,6 +12,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from symfence.coordinator.shared.interface import CampaignStore, StoreError
+
+
+def store_problem(where: str) -> str | None:
+    """Why `where` cannot name a campaign store (one line), or None: "" (no store),
+    `sqlite:PATH`, or `postgresql://...` / `postgres://...`."""
+    if where == "":
+        return None
+    if where.startswith(("postgresql://", "postgres://")):
+        return None if len(where.split("://", 1)[1]) else "a PostgreSQL URL needs a host or database"
+    if where.startswith("sqlite:"):
+        path = where.removeprefix("sqlite://").removeprefix("sqlite:")
+        if not path:
+            return "sqlite: needs a file path, e.g. sqlite:/scratch/campaign.db"
+        if Path(path).is_dir():
+            return f"{path} is a directory, not a SQLite file"
+        parent = Path(path).parent
+        if not parent.is_dir():
+            return f"the folder of {path} does not exist"
+        return None
+    return f"must be sqlite:PATH or postgresql://..., got {where!r}"
 
 
 def open_store(where: str, *, clock: Callable[[], float] | None = None, create: bool = True) -> CampaignStore:

@@ -24,6 +24,7 @@ from symfence.coordinator.shared.records import (
     LeaseGrant,
     Outcome,
     Registration,
+    SharedFinding,
     WorkItem,
 )
 
@@ -68,6 +69,13 @@ class CampaignStore(Protocol):
     def commit_batch(self, commits: Sequence[tuple[Lease, Outcome]]) -> tuple[CommitResult, ...]:
         """Several commits in one transaction (a group commit), each fenced on its own: a refused
         one applies nothing, the others apply all. Results in the order given."""
+        ...
+
+    def add_findings(self, coordinator: CoordinatorId, epoch: Epoch, work_id: str,
+                     findings: Iterable[SharedFinding]) -> tuple[str, ...]:
+        """Record findings confirmed after their work item's commit (a re-run agreed), one per
+        crash identity, the first finder kept; returns the identities new to the campaign.
+        Raises StaleEpochError for a dead epoch."""
         ...
 
     def release(self, leases: Iterable[Lease]) -> int:

@@ -312,6 +312,22 @@ class SqlStore(abc.ABC):
 
         return self._write(body) if batch else ()
 
+    def add_findings(self, coordinator: CoordinatorId, epoch: Epoch, work_id: str,
+                     findings: Iterable[SharedFinding]) -> tuple[str, ...]:
+        batch = sorted({f.identity: f for f in findings}.values(), key=lambda f: f.identity)
+
+        def body(cur: Cursor, now: float) -> tuple[str, ...]:
+            current = self._member_epoch(cur, coordinator)
+            if current != epoch:
+                raise StaleEpochError(f"coordinator {coordinator!r} holds epoch {current}, not {epoch}")
+            first = self._each(cur, "INSERT INTO findings (identity, kind, data, detail, coordinator, work_id, at) "
+                                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (identity) DO NOTHING "
+                                    "RETURNING identity",
+                               [(f.identity, f.kind, f.data, f.detail, coordinator, work_id, now) for f in batch])
+            return tuple(f.identity for f, new in zip(batch, first, strict=True) if new)
+
+        return self._write(body) if batch else ()
+
     def release(self, leases: Iterable[Lease]) -> int:
         batch = sorted(leases, key=lambda lease: lease.work_id)
 
