@@ -350,7 +350,12 @@ class Core(ClaimsMixin, MembershipMixin):
         elif v.new_edges:
             self.peers.take_edges(source, v.new_edges, now_loop)
         if v.task_trace:
-            self._merge_trace(v.task_trace, progress, fig)
+            if result.candidates:
+                self._merge_trace(v.task_trace, progress, fig)
+            else:  # the task's trace alone: its never-seen edges are the verdict's count of them
+                progress.edges += v.new_edges
+                fig.edges_first += v.new_edges
+                self.coverage.merge(v.task_trace)
         if result.tokens:
             self.plan.add_tokens(item.target, result.tokens)
         for c in v.claims:  # claimed crashes and hangs: saved only once a re-run agrees (confirm.py)
@@ -420,15 +425,16 @@ class Core(ClaimsMixin, MembershipMixin):
         self.hotpath.fills += 1
         t0 = 0 if self.hotpath.fills % SAMPLE else _ns()  # one fill in SAMPLE is timed (hotpath.py)
         maybe_free, alive, claims = self._maybe_free, self.members.alive, self.claims.queue
+        auto, fns = self.auto_depth, self._elsewhere_fns
         left = self._duration_s - (self.clock() - self._t0) if self._duration_s and self.dispatching else None
         for rank in self.workers if ranks is None else sorted(ranks):
             # Revoked dispatches the worker may still hold take slots too (inflight.py, held slots).
-            free = self.peers.capacity(rank, self._depth_of(rank)) - self.inflight.occupied(rank) \
-                if rank in alive else 0
+            depth: int = self.depth if auto is None else auto.depth(rank)  # type: ignore[assignment]
+            free = self.peers.capacity(rank, depth) - self.inflight.occupied(rank) if rank in alive else 0
             if free <= 0:
                 maybe_free.discard(rank)
                 continue
-            view = self.scheduler.for_rank(rank, self._elsewhere_of(rank))
+            view = self.scheduler.for_rank(rank, fns.get(rank) or self._elsewhere_of(rank))
             frames: list[bytes] = []
             while free > 0:
                 item = claims.pop_for(rank, view.elsewhere) if len(claims) else None

@@ -343,12 +343,13 @@ class Journal:
         self._writable()
         if not self._leases.holds(work_id, token):
             return None
-        status = Status(status)
+        if type(status) is not Status:  # (a Status already: no enum call on the hot path)
+            status = Status(status)
         entries = list(new_entries)
         for entry in entries:
             if entry.parent is not None and not 0 <= entry.parent < self._next_queue_id:
                 raise ValueError(f"parent {entry.parent} is not a queue id")
-        added, skipped = self._add_entries(entries)
+        added, skipped = self._add_entries(entries) if entries else ([], 0)
         self._leases.commit(work_id, token, status)
         self._note()
         return CommitReceipt(WorkId(work_id), status, tuple(added), skipped)
@@ -483,7 +484,9 @@ class Journal:
         return self._conn
 
     def _writable(self) -> sqlite3.Connection:
-        conn = self._db()
+        conn = self._conn  # (`_db` inlined: every commit and lease asks)
+        if conn is None:
+            raise JournalReadOnlyError(f"{self.path}: journal is closed")
         if self._readonly:
             raise JournalReadOnlyError(f"{self.path} was opened read-only")
         return conn
