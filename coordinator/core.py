@@ -242,8 +242,7 @@ class Core(ClaimsMixin, MembershipMixin):
         return self._take()
 
     def _flush_if_due(self) -> None:
-        journal = self.journal
-        if not journal.writing and journal.needs_flush():
+        if self.journal.flush_due():
             self._out.append(Flush())
 
     # --- the fence --------------------------------------------------------------------------------
@@ -382,7 +381,8 @@ class Core(ClaimsMixin, MembershipMixin):
             st.journal_fence_rejected += 1
             self._log("error", "commit.journal_fenced", work_id=item.work_id[:16], token=result.token[:16])
             return v.penalties
-        st.triage_rejected[Rejection.DUPLICATE_INPUT.value] += receipt.skipped_entries
+        if receipt.skipped_entries:
+            st.triage_rejected[Rejection.DUPLICATE_INPUT.value] += receipt.skipped_entries
         if receipt.entries:
             now = self.wall()
             for e in receipt.entries:

@@ -92,7 +92,7 @@ def triage(result: Result, execs: int, seen: bytes | bytearray, room: EdgeRoom, 
         traces: list[dict[int, int] | None] | None = [{} for _ in range(1 + len(candidates))]
     else:
         traces = []
-        for packed in (result.trace, *(c.trace for c in candidates)):
+        for packed in (result.trace, *[c.trace for c in candidates]) if candidates else (result.trace,):
             try:
                 traces.append(unpack_trace(packed) if packed else {})
             except ValueError:

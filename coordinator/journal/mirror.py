@@ -417,6 +417,14 @@ class Journal:
         delay = self.flush_delay_s()
         return delay is not None and delay <= 0.0
 
+    def flush_due(self) -> bool:
+        """No batch is out and a flush is due (`needs_flush`): the group commit to start now."""
+        group = self._group
+        if group.writing is not None:
+            return False
+        delay = group.delay_s()
+        return delay is not None and delay <= 0.0
+
     def flush_delay_s(self) -> float | None:
         """Seconds until a flush is due (0.0 = now); None when nothing is buffered."""
         return self._group.delay_s()
