@@ -282,7 +282,8 @@ class Core(ClaimsMixin, MembershipMixin):
             else:
                 self._quarantine(source, verdict, size)  # ... or quarantine
                 size = 0  # a frame's bytes count against its sender once
-                if verdict.token is not None and self.inflight.release(verdict.token, source, SlotRelease.RESULT):
+                if verdict.token is not None and self.inflight.release(DispatchToken(verdict.token), source,
+                                                                       SlotRelease.RESULT):
                     self._maybe_free.add(source)  # a late answer: the worker let go of that dispatch
 
     def _quarantine(self, source: Rank, v: Verdict, size: int = 0) -> None:
@@ -441,7 +442,7 @@ class Core(ClaimsMixin, MembershipMixin):
                 if item is None and self.dispatching and len(self.triage.queue):
                     item = self.triage.queue.pop_for(rank, view.elsewhere)
                 if item is None and self.dispatching:
-                    item = self.plan.pick(rank, view, left)
+                    item = self.plan.pick(rank, view, left)  # type: ignore[arg-type]  # a RankView reads as one
                 if item is None:
                     if self.auto_depth is not None:
                         self.auto_depth.short(rank)  # its waiting says nothing of the round trip
@@ -485,6 +486,7 @@ class Core(ClaimsMixin, MembershipMixin):
             failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
+        options: Any
         if handler.plain:
             executor, options = self.corpus_executor, self.options
         else:

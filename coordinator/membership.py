@@ -26,6 +26,8 @@ class MembershipMixin:
     """The core's part for CONTROL frames and silence (state: the member table `members`,
     stop_acks, stop_sent, peers)."""
 
+    _last_tick: float | None  # (the core's) the ticker's last time, for `_absorb_pause`
+
     def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         if self.peers.banned(source):
             self.control_banned += 1

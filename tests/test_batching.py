@@ -3,7 +3,7 @@
 The wire (protocol/codec.py): a batch's items are single frames byte for byte; a fault of the
 batch is one verdict, a fault of one item is that item's alone. The fence (protocol/fence.py)
 judges the items lazily, so a token repeated in one batch is a duplicate. The coordinator
-(intake.py) commits or quarantines each, in order, and loses none. The worker (worker/sender.py,
+(coordinator/core.py) commits or quarantines each, in order, and loses none. The worker (worker/sender.py,
 worker/loop.py) holds finished results only while the coordinator need not hear sooner. A real
 MPI job ends the file: a hand-written rank answers every WORK frame with one batch that mixes
 genuine, stale, duplicate, malformed and incompatible results.
