@@ -5,7 +5,8 @@ until the pipeline is steady, then records, with `sys.setprofile`, every call ma
 RESULT frame carrying one result is handled: its intake, fence, commit and the refill WORK it
 frees. Prints the Python calls, the C calls, the modules they are in, how often the walk moves
 from one module to another and how often it comes back to a module already visited (issue 28's
-"walk of a committed result"). `-v` lists the Python calls in order.
+"walk of a committed result"), and the core's own part of it (its functions, in order).
+`-v` lists the Python calls in order.
 Run: `python -m bench.bench_walk [-v]`.
 """
 
@@ -82,6 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     moves, back = len(order) - 1, len(order) - len(set(order))
     print(f"one committed result: {len(py)} Python calls, {len(calls) - len(py)} C calls,"
           f" {len(modules)} modules, {moves} moves between modules, {back} back to a module already visited")
+    core = [f for m, f in py if m == "coordinator/core.py" and not f.startswith("<")]
+    print(f"in the core (coordinator/core.py): {len(core)} calls of {len(set(core))} functions:"
+          f" {' -> '.join(core)}")
     for m, n in modules.most_common():
         print(f"  {n:4d} {m}")
     if args.v:
