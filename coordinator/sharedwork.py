@@ -330,7 +330,8 @@ class SharedWork:
     def _refill(self) -> None:
         """Lease more when the local queue holds less than half a batch."""
         c = self.c
-        if self.dead is not None or self.epoch is None or not c.dispatching or c._stop.is_set():
+        if self.dead is not None or self.epoch is None or not c.dispatching or c._stop.is_set() \
+                or not c.plan.concolic_on:  # (a mutation-only campaign never runs corpus entries)
             return
         queued = len(c.scheduler)
         if queued * 2 >= self.batch:
