@@ -48,6 +48,8 @@ class IntakeMixin:
             if m.tag == Tag.RESULT:
                 self._on_result(source, m.frame, m.oversized)
             elif m.tag == Tag.CONTROL:
+                if self.shared is not None:
+                    self.shared.flush()  # a heartbeat must see the parked results' dispatches ended
                 self._on_control(source, m.frame, m.oversized)
             elif self.peers.banned(source):
                 self.control_banned += 1
@@ -55,6 +57,8 @@ class IntakeMixin:
                 self.stats.control_rejected += 1
                 log.warning("message.unexpected_tag", worker=source, tag=m.tag)
                 self._garbage(source, len(m.frame))
+        if self.shared is not None:
+            self.shared.flush_due()  # the group commit in the campaign store (or in GROUP_WAIT_S), then apply
         if self.peers.pending() and not self._turn_scheduled:
             self._turn_scheduled = True
             asyncio.get_running_loop().call_soon(self._turn)
@@ -79,8 +83,6 @@ class IntakeMixin:
             t0 = _ns() if timed else 0
             verdict = next(judged, None)  # decide ...
             if verdict is None:
-                if self.shared is not None:
-                    self.shared.flush()  # the frame's group commit in the campaign store, then apply
                 return
             stats.results_received += 1
             self.refusals.received(source)
@@ -89,7 +91,7 @@ class IntakeMixin:
                 hotpath.decode_ns += t1 - t0
             if verdict.reason is Reason.CURRENT:
                 if self.shared is not None and self.shared.park(source, verdict.result):
-                    continue  # committed to the shared store first (sharedwork.py), at the frame's end
+                    continue  # committed to the shared store first (sharedwork.py), at the turn's end
                 penalties = self._commit(source, verdict.result)  # ... commit (commit.py) ...
                 if timed:
                     hotpath.commit_ns += _ns() - t1
