@@ -23,7 +23,9 @@ from the venv, oversubscribed on small machines):
 - scale: 64 worker ranks, 50 ms tasks, depth 2, with and without `yes > /dev/null` beside the
   run; 256 worker ranks, 200 ms tasks (% of ideal = results/s / (ranks * 1000 / task_ms));
 - startup: 64-rank start-up (mpiexec start to first dispatch) and stop (stop requested to
-  exit), and 100,000 seeds to the first dispatch.
+  exit), and 100,000 seeds to the first dispatch;
+- multi: 2 coordinators (1 + 2 workers each) on one SQLite campaign store against 1 coordinator
+  with 4 workers, with and without the store, 20,000 no-op items each (bench/bench_multi.py).
 
 Then the **goals** of the performance issue, each met or missed, by how much and why, from the
 sections that ran in this invocation (a goal whose section did not run says so): coordinator CPU
@@ -53,7 +55,7 @@ from typing import Any, Callable
 from bench.common import save
 from tests.mpi_helpers import MPIEXEC, ROOT, run_campaign, synthetic_cfg
 
-SECTIONS = ("compare", "util", "hosts", "busy", "scale", "startup")
+SECTIONS = ("compare", "util", "hosts", "busy", "scale", "startup", "multi")
 WORKERS = 3  # 1 coordinator + 3 workers for compare and util
 FIXED_DEPTHS = (1, 2, 4, 8)
 UTIL_DEPTHS = (1, 2, 4)
@@ -660,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="task times (ms) of the util table (default 1,10)")
     p.add_argument("--seeds-per-s", type=int, default=SEEDS_PER_S,
                    help=f"compare: seeds per second of --duration (default {SEEDS_PER_S:,}: none runs out)")
+    p.add_argument("--multi-items", type=int, default=20_000, help="no-op items per multi row (default 20,000)")
     p.add_argument("--results", type=Path, default=None, help="folder for the tables (default bench/results)")
     args = p.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -743,6 +746,16 @@ def main(argv: list[str] | None = None) -> int:
         if want_startup and not want_scale:
             only.append("scale")  # the section below runs what was asked of the two
         section("scale", "scale and start-up", do_scale)
+
+        def do_multi() -> tuple[str, list[str], list[list[Any]], dict[str, Any]]:
+            from bench.bench_multi import HEADERS as MULTI_HEADERS
+            from bench.bench_multi import multi
+
+            rows, raw = multi(tmp, args.multi_items)
+            ran["multi"] = raw
+            return "compare_multi", MULTI_HEADERS, rows, {"raw": raw}
+
+        section("multi", "several coordinators on one campaign store (no-op tasks, depth 4, wall time)", do_multi)
         rows = goals(ran, info)  # before the campaigns' folders are removed (minutes under load)
         wall = time.time() - t0
         goal_info = {**info, "wall_s_total": round(wall, 1), "load_after": os.getloadavg()}

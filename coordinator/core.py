@@ -108,7 +108,7 @@ class Core(ClaimsMixin, MembershipMixin):
         self.worker_rss_mb: dict[Rank, int] = {}
         self.afl_sync = afl_sync
         # Issue 29: the shared campaign store's side (sharedwork.py), set by the shell, or None. It
-        # gates the commit (park, then its group commit at a frame's end), takes new corpus
+        # gates the commit (park, then its group commit at a turn's end), takes new corpus
         # entries (offer), confirmed findings (new_finding) and says when the work is exhausted.
         # It does IO (the store): with a store, the core is not sans-IO at these four calls.
         self.shared: Any = None
@@ -157,6 +157,8 @@ class Core(ClaimsMixin, MembershipMixin):
             if tag == Tag.RESULT:
                 self._on_result(source, frame, oversized)
             elif tag == Tag.CONTROL:
+                if self.shared is not None:
+                    self.shared.flush()  # a heartbeat must see the parked results' dispatches ended
                 self._on_control(source, frame, oversized)
             elif self.peers.banned(source):
                 self.control_banned += 1
@@ -164,6 +166,8 @@ class Core(ClaimsMixin, MembershipMixin):
                 self.stats.control_rejected += 1
                 self._log("warning", "message.unexpected_tag", worker=source, tag=tag)
                 self._garbage(source, len(frame))
+        if self.shared is not None:
+            self.shared.flush_due()  # the group commit in the campaign store (or in GROUP_WAIT_S), then apply
         if self._maybe_free:
             self._fill(self._maybe_free)
         self._flush_if_due()
@@ -262,8 +266,6 @@ class Core(ClaimsMixin, MembershipMixin):
             t0 = _ns() if timed else 0
             verdict = next(judged, None)  # decide ...
             if verdict is None:
-                if self.shared is not None:
-                    self.shared.flush()  # the frame's group commit in the campaign store, then apply
                 return
             stats.results_received += 1
             self.refusals.received(source)
@@ -272,7 +274,7 @@ class Core(ClaimsMixin, MembershipMixin):
                 hotpath.decode_ns += t1 - t0
             if verdict.reason is Reason.CURRENT:
                 if self.shared is not None and self.shared.park(source, verdict.result):
-                    continue  # committed to the shared store first (sharedwork.py), at the frame's end
+                    continue  # committed to the shared store first (sharedwork.py), at the turn's end
                 penalties = self._commit(source, verdict.result)  # type: ignore[arg-type]  # ... commit ...
                 if timed:
                     hotpath.commit_ns += _ns() - t1

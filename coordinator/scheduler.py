@@ -101,9 +101,9 @@ class Scheduler:
     def pop(self) -> WorkItem | None:
         return heapq.heappop(self._heap)[1] if self._heap else None
 
-    def holds(self, work_id: WorkId) -> bool:
-        """Whether the queue holds an item of `work_id` now (a scan: for short queues only)."""
-        return any(entry[1].work_id == work_id for entry in self._heap)
+    def queued_ids(self) -> set[WorkId]:
+        """The work ids the queue holds now (a scan)."""
+        return {entry[1].work_id for entry in self._heap}
 
     def for_rank(self, rank: int, elsewhere: Callable[[WorkItem], bool]) -> RankView:
         """The scheduler as `rank` sees it (kept per rank: the dispatch path asks on every turn)."""

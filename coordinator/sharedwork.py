@@ -25,6 +25,7 @@ leases it holds, the results whose commit is under way, the new work it has yet 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 STORE_FILE = "store.json"  # in the output directory: which store and name (`symfence status`)
+GROUP_WAIT_S = 0.004  # a parked result waits at most this long for others to share its transaction
 COUNTS_EVERY_S = 0.25  # how often the store's item counts are read (the "work exhausted" test)
 
 
@@ -106,6 +108,8 @@ class SharedWork:
         slots = len(campaign.workers) * (campaign.depth if isinstance(campaign.depth, int)
                                          else campaign.cfg["dispatch.max_depth"])
         self.batch = batch or max(8, 2 * slots)
+        self.group = max(1, slots)  # parked results that make a group commit due at once
+        self._timer: Any = None  # the loop's timer that flushes a group after GROUP_WAIT_S
         self.epoch: Epoch | None = None
         self.held: dict[str, Lease] = {}  # work id -> the lease this coordinator holds on it
         self.lost: dict[str, Lease] = {}  # leases a renewal found ended: their results are refused
@@ -118,6 +122,7 @@ class SharedWork:
         self.refused: Counter[str] = Counter()  # store refusals by reason
         self.taken_over = 0
         self.leased = 0
+        self.groups = 0  # commit_batch transactions (committed + refused over groups: the mean group)
         self._next_renew = 0.0
         self._next_counts = 0.0
 
@@ -153,7 +158,7 @@ class SharedWork:
                 released = self.store.release(self.held.values())
                 log.info("store.left", coordinator=self.name, epoch=int(self.epoch), committed=self.committed,
                          refused=dict(self.refused), released=released, leased=self.leased,
-                         taken_over=self.taken_over)
+                         taken_over=self.taken_over, groups=self.groups)
         except StoreError as exc:
             log.error("store.unavailable", coordinator=self.name, error=str(exc))
         finally:
@@ -177,11 +182,30 @@ class SharedWork:
         lease = self.held.get(d.work_id) or self.lost.get(d.work_id)
         self.parked.append((source, result, lease, execs))
         self.parked_tokens.add(result.token)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(GROUP_WAIT_S, self._flush_later)
         return True
+
+    def _flush_later(self) -> None:
+        self._timer = None
+        self.flush()
+        c = self.c
+        if c._maybe_free:
+            c._fill(c._maybe_free)
+        c._check_finished()
+        c._changed.set()
+
+    def flush_due(self) -> None:
+        """At the end of a turn: the group commit if enough results are parked (else the timer's)."""
+        if len(self.parked) >= self.group:
+            self.flush()
 
     def flush(self) -> None:
         """Commit the parked results in one transaction, then apply the accepted ones locally
         and quarantine the refused ones (nothing of them applied)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self.parked:
             return
         parked, self.parked, self.parked_tokens = self.parked, [], set()
@@ -212,6 +236,7 @@ class SharedWork:
     def _commit_batch(self, sent: list[tuple[Lease, Outcome]]) -> list[Any]:
         if self.dead is not None:
             return [None] * len(sent)
+        self.groups += 1
         try:
             answers = list(self.store.commit_batch(sent))
         except StoreError as exc:
@@ -330,7 +355,8 @@ class SharedWork:
     def _refill(self) -> None:
         """Lease more when the local queue holds less than half a batch."""
         c = self.c
-        if self.dead is not None or self.epoch is None or not c.dispatching or c._stop.is_set():
+        if self.dead is not None or self.epoch is None or not c.dispatching or c._stop.is_set() \
+                or not c.plan.concolic_on:  # (a mutation-only campaign never runs corpus entries)
             return
         queued = len(c.scheduler)
         if queued * 2 >= self.batch:
@@ -343,12 +369,13 @@ class SharedWork:
         if grant.taken_over:
             log.warning("store.taken_over", coordinator=self.name, epoch=int(self.epoch), count=grant.taken_over)
         done: list[Lease] = []
+        queued_ids = c.scheduler.queued_ids()
         for lease in grant.leases:
             self.held[lease.work_id] = lease
             self.lost.pop(lease.work_id, None)
             item = decode_item(lease.work_id, lease.payload)
             state = self._local_state(item)
-            if state is WorkState.PENDING and not c.scheduler.holds(item.work_id):
+            if state is WorkState.PENDING and item.work_id not in queued_ids:
                 c.scheduler.requeue(item)
                 c.scheduler.known.add(item.work_id)
             elif state in (WorkState.DONE, WorkState.FAILED):

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,79 +22,11 @@ import pytest
 
 from symfence.coordinator.shared import open_store
 from symfence.coordinator.shared.checker import check
-from symfence.coordinator.shared.records import EventKind, ItemState
-from tests.mpi_helpers import MPIEXEC, ROOT, logged, read_stat, synthetic_cfg, toml_dump
+from symfence.coordinator.shared.records import EventKind
+from tests.mpi_helpers import ROOT, read_stat, synthetic_cfg
+from tests.multi_helpers import Job, run_all, wait_for
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
-
-
-class Job:
-    """One coordinator's mpiexec job (1 coordinator + 2 workers), in a process group of its own."""
-
-    def __init__(self, tmp_path: Path, name: str, cfg: dict[str, dict[str, Any]], store: str | None,
-                 ranks: int = 3) -> None:
-        self.out = tmp_path / name
-        config = tmp_path / f"{name}.toml"
-        config.write_text(toml_dump(cfg))
-        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "symfence.coordinator",
-               "--config", str(config), "--out", str(self.out), "--no-status",
-               *(["--store", store] if store else [])]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self.stdout = self.stderr = ""
-
-    def pid(self) -> int | None:
-        """Rank 0's process id, once it started its campaign."""
-        started = logged(self.out, "campaign.started")
-        return int(started[0]["pid"]) if started else None
-
-    def wait(self, deadline: float) -> int:
-        try:
-            self.stdout, self.stderr = self.proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.stdout, self.stderr = self.proc.communicate()
-            raise AssertionError(f"job {self.out.name} hung\n{self.explain()}") from None
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def explain(self) -> str:
-        return f"{self.out.name}: exit {self.proc.returncode}\nstdout:\n{self.stdout[-2500:]}\nstderr:\n" \
-               f"{self.stderr[-2500:]}"
-
-
-def run_all(jobs: list[Job], timeout_s: float) -> list[int]:
-    """Wait for every job (a hung one fails the test; all are killed then)."""
-    deadline = time.monotonic() + timeout_s
-    try:
-        return [job.wait(deadline) for job in jobs]
-    finally:
-        for job in jobs:
-            job.kill()
-
-
-def wait_for(what: Callable[[], Any], timeout_s: float, jobs: list[Job]) -> Any:
-    """Poll `what()` until it is truthy; fail (and kill every job) after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            got = what()
-        except (OSError, ValueError, KeyError):
-            got = None
-        if got:
-            return got
-        if any(job.proc.poll() is not None for job in jobs):
-            break
-        time.sleep(0.05)
-    for job in jobs:
-        job.kill()
-    raise AssertionError("timed out waiting\n" + "\n".join(job.explain() for job in jobs))
 
 
 def checked(store: str, items: int) -> Any:
@@ -150,8 +81,9 @@ def test_a_killed_coordinators_leases_are_taken_over_and_the_campaign_ends(tmp_p
     jobs = [Job(tmp_path, f"c{i}", cfg, store) for i in (1, 2, 3)]
     victim = jobs[2]
     pid = wait_for(victim.pid, 40, jobs)
-    # "A few seconds in": once it has committed some results and holds leases.
-    wait_for(lambda: read_stat(victim.out, "committed") >= 10, 20, jobs)
+    # "A few seconds in": once every coordinator runs (start-up under load takes seconds) and
+    # the victim has committed some results and holds leases.
+    wait_for(lambda: all(read_stat(job.out, "committed") >= 10 for job in jobs), 30, jobs)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time()  # the SQLite store's clock
     codes = run_all(jobs, 60)
@@ -176,7 +108,9 @@ def test_a_frozen_coordinators_late_commits_are_refused_counted_and_not_applied(
     jobs = [Job(tmp_path, "c1", cfg, store), Job(tmp_path, "c2", cfg, store)]
     victim = jobs[1]
     pid = wait_for(victim.pid, 40, jobs)
-    wait_for(lambda: read_stat(victim.out, "committed") >= 10, 20, jobs)
+    # Both run (else the victim could come back before the other started and take its own
+    # expired leases again, refusing nothing), and the victim holds leases.
+    wait_for(lambda: all(read_stat(job.out, "committed") >= 10 for job in jobs), 30, jobs)
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(frozen_s)  # past its leases: the other takes them over meanwhile
@@ -200,11 +134,10 @@ def test_a_frozen_coordinators_late_commits_are_refused_counted_and_not_applied(
     assert report.refusals  # the store's history holds the refusals
 
 
-def test_checker_store_counts_agree_after_a_run_without_store_changes(tmp_path: Path) -> None:
+def test_without_a_store_nothing_of_the_store_is_touched(tmp_path: Path) -> None:
     """Without a store nothing of the store is touched: no store file, no store rows."""
     cfg = synthetic_cfg(synthetic={"seeds": 40})
     job = Job(tmp_path, "solo", cfg, None)
     assert run_all([job], 60) == [0], job.explain()
     assert not (job.out / "store.json").exists()
     assert read_stat(job.out, "committed") == 40
-    assert ItemState  # (imported for the store's states above)
