@@ -247,6 +247,10 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
         self._apply(self.core._take())
         return penalties
 
+    def _check_finished(self) -> None:
+        self.core._check_finished()
+        self._apply(self.core._take())
+
     def _garbage(self, source: Rank, size: int = 0) -> None:
         self.core._garbage(Rank(source), size)
         self._apply(self.core._take())
