@@ -16,7 +16,7 @@ import pytest
 from symfence.coordinator.config import parse
 from symfence.coordinator.core import Core
 from symfence.coordinator.effects import Flush, HostReport, Log, Quarantined, Send, Stop
-from symfence.coordinator.journal import Journal, NewEntry
+from symfence.coordinator.journal import Journal, NewEntry, WorkState
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.triage import Triage
 from symfence.protocol.codec import decode_control, decode_work_frame, encode, encode_batch
@@ -41,11 +41,11 @@ class Clock:
 
 
 def _core(tmp_path: Path, *, seeds: int = 12, depth: int = 2, max_batch: int = 8, deadline_s: float = 0.0,
-          batch_ops: int = 1) -> tuple[Core, Journal, Clock]:
+          batch_ops: int = 1, ban_garbage: float = 200.0) -> tuple[Core, Journal, Clock]:
     cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
                  "dispatch": {"depth": depth, "deadline_s": deadline_s},
                  "synthetic": {"seeds": seeds, "task_ms": 0}, "journal": {"batch_ops": batch_ops},
-                 "limits": {"max_refused_share": 1.0}})
+                 "limits": {"max_refused_share": 1.0}, "peers": {"ban_garbage": ban_garbage}})
     clock = Clock()
     out = OutputDir(tmp_path / "out")
     journal = Journal.open(out.root / "journal.sqlite", resume=False, batch_ops=batch_ops, clock=clock)
@@ -207,3 +207,39 @@ def test_control_frames_a_rank_should_not_send_are_refused_and_counted(tmp_path)
     effects = core.receive([(Rank(1), Tag.CONTROL, encode(Control(ControlKind.STOP_ACK)), 0)])
     assert [e.event for e in effects if isinstance(e, Log)] == ["control.unexpected"]
     assert core.stats.control_rejected == 1 and not core.stop_acks
+
+
+def test_a_rank_sending_garbage_is_banned_its_work_is_requeued_and_it_is_heard_no_more(tmp_path):
+    core, journal, _, works = _started(tmp_path, ban_garbage=3.0)
+    effects: list = []
+    for _ in range(4):  # 4 undecodable frames score 4 > 3
+        effects += core.receive([(Rank(1), Tag.RESULT, b"\xc1 garbage", 0)])
+    assert [e.reason for e in effects if isinstance(e, Quarantined)] == [Reason.MALFORMED] * 4
+    assert [e.fields["worker"] for e in effects if isinstance(e, Log) and e.event == "worker.banned"] == [1]
+    assert not core.inflight.tokens_of(Rank(1)) and not _works(effects).get(1)  # revoked, nothing new to it
+    answered = encode_batch("results", [encode(_answer(w)) for w in works[1]])
+    _apply_flush(effects, journal)  # the requeues of its work, written
+    before = _state(core, journal)
+    late = core.receive([(Rank(1), Tag.RESULT, answered, 0)])  # its answers, now: counted, never decoded
+    assert not [e for e in late if isinstance(e, (Quarantined, Send, Flush))]
+    assert _state(core, journal) == before
+    assert core.stats.quarantine[Reason.BANNED] == 1
+    assert all(journal.work_item(w.work_id).state is WorkState.PENDING for w in works[1])  # requeued
+    assert core.stats.lost == len(works[1])
+    for w in works[2]:  # rank 2 goes on: committed and refilled
+        effects = core.receive([(Rank(2), Tag.RESULT, encode(_answer(w)), 0)])
+        assert list(_works(effects)) == [2]
+    assert core.stats.committed == len(works[2])
+
+
+def test_a_heartbeat_that_does_not_list_a_received_work_revokes_it_as_lost(tmp_path):
+    core, journal, _, works = _started(tmp_path)
+    held = [w.token for w in works[1][1:]]  # the first WORK arrived (2 received) but is not held
+    beat = encode(Control(ControlKind.HEARTBEAT, tuple(held), {"work_received": len(works[1])}))
+    effects = core.receive([(Rank(1), Tag.CONTROL, beat, 0)])
+    assert [e.fields["token"] for e in effects if isinstance(e, Log) and e.event == "task.lost"] \
+        == [works[1][0].token[:16]]
+    assert works[1][0].token not in core.inflight and core.stats.lost == 1
+    (refill,) = _works(effects)[1]  # its slot is dispatched again: other work (the lost item avoids rank 1)
+    assert len(refill) == 1 and refill[0].work_id != works[1][0].work_id
+    assert journal.work_item(works[1][0].work_id).state is WorkState.PENDING  # requeued, not lost
