@@ -51,11 +51,11 @@ from symfence.coordinator.targets import TargetProgress, TargetTracker
 from symfence.coordinator.triage import Triage
 from symfence.coordinator.verdict import Rejection, triage
 from symfence.coordinator.workkinds import KINDS
-from symfence.protocol.codec import Limits, checked_options, encode, pack_frames
+from symfence.protocol.codec import Limits, checked_options, encode, encode_work, pack_frames
 from symfence.protocol.coverage import CoverageMap
 from symfence.protocol.fence import Verdict, classify_frame
 from symfence.protocol.ids import DispatchToken, Rank, TokenMinter, work_id_for
-from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag, Work
+from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag
 from symfence.protocol.reasons import Reason
 
 
@@ -493,13 +493,12 @@ class Core(ClaimsMixin, MembershipMixin):
             executor, options = self.corpus_executor, self.options
         else:
             executor, options = handler.work(self, item, now)
-        work = Work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
-                    options, self.deadline_s, version, delta, item.attempts + 1)
         self.stats.dispatched += 1
         if item.attempts:
             self._log("info", "task.redispatched", work_id=item.work_id[:16], attempt=item.attempts + 1,
                       worker=rank, token=token[:16])
-        return encode(work)
+        return encode_work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
+                           options, self.deadline_s, version, delta, item.attempts + 1)  # (no Work built)
 
     def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True,
                 charge: bool | None = None) -> None:

@@ -76,23 +76,21 @@ def _pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def encode(msg: Work | Result | Control, limits: Limits = DEFAULT_LIMITS) -> bytes:
-    """The frame of a message, checked first by the decoder's own rules: a message that breaks
-    one raises `LocalProtocolError` (naming the field and the value) and nothing is encoded."""
-    if isinstance(msg, Work):
-        m = work_to_map(msg)
-        if not _work_valid(m, limits):  # the full checks name the fault
-            _local(_work_body, m, limits)
-    elif isinstance(msg, Result):
-        m = result_to_map(msg)
-        if _result_fast(m, limits) is None:
-            _local(_result_body, m, limits)
-    elif isinstance(msg, Control):
-        m = {"v": PROTOCOL_VERSION, "kind": msg.kind.value, "tokens": list(msg.tokens),
-             "info": dict(msg.info)}
-        _local(_control_body, m, limits)
-    else:
-        raise TypeError(f"not a message: {type(msg).__name__}")
+def encode_work(token: str, work_id: str, data: bytes, sha256: str, executor: str, target: str, bound: int,
+                options: Mapping[str, Any], deadline_s: float, cov_version: int, cov_delta: bytes, attempt: int,
+                limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """The frame of a WORK with these fields, as `encode(Work(...))` gives it (the same map and
+    checks), without building the `Work` first: the coordinator's dispatch sends one per result."""
+    m = {"v": PROTOCOL_VERSION, "kind": "work", "token": token, "work_id": work_id, "data": data,
+         "sha256": sha256, "executor": executor, "target": target, "bound": bound,
+         "options": options if type(options) is CheckedOptions else dict(options),
+         "deadline_s": float(deadline_s), "cov_version": cov_version, "cov_delta": cov_delta, "attempt": attempt}
+    if not _work_valid(m, limits):  # the full checks name the fault
+        _local(_work_body, m, limits)
+    return _packed(m, limits)
+
+
+def _packed(m: dict[str, Any], limits: Limits) -> bytes:
     try:
         frame = _pack(m)
     except (TypeError, ValueError, OverflowError) as exc:  # a type the checks let through: a bug here
@@ -103,30 +101,30 @@ def encode(msg: Work | Result | Control, limits: Limits = DEFAULT_LIMITS) -> byt
     return frame
 
 
+def encode(msg: Work | Result | Control, limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """The frame of a message, checked first by the decoder's own rules: a message that breaks
+    one raises `LocalProtocolError` (naming the field and the value) and nothing is encoded."""
+    if isinstance(msg, Work):
+        return encode_work(msg.token, msg.work_id, msg.data, msg.sha256, msg.executor, msg.target, msg.bound,
+                           msg.options, msg.deadline_s, msg.cov_version, msg.cov_delta, msg.attempt, limits)
+    if isinstance(msg, Result):
+        m = result_to_map(msg)
+        if _result_fast(m, limits) is None:
+            _local(_result_body, m, limits)
+    elif isinstance(msg, Control):
+        m = {"v": PROTOCOL_VERSION, "kind": msg.kind.value, "tokens": list(msg.tokens),
+             "info": dict(msg.info)}
+        _local(_control_body, m, limits)
+    else:
+        raise TypeError(f"not a message: {type(msg).__name__}")
+    return _packed(m, limits)
+
+
 def _local(check: Callable[[dict[str, Any], Limits], Any], m: dict[str, Any], limits: Limits) -> None:
     try:
         check(m, limits)
     except RemoteProtocolError as exc:
         raise LocalProtocolError(exc.detail.split(":", 1)[0], exc.detail) from None
-
-
-def work_to_map(msg: Work) -> dict[str, Any]:
-    return {
-        "v": PROTOCOL_VERSION,
-        "kind": "work",
-        "token": msg.token,
-        "work_id": msg.work_id,
-        "data": msg.data,
-        "sha256": msg.sha256,
-        "executor": msg.executor,
-        "target": msg.target,
-        "bound": msg.bound,
-        "options": msg.options if type(msg.options) is CheckedOptions else dict(msg.options),
-        "deadline_s": float(msg.deadline_s),
-        "cov_version": msg.cov_version,
-        "cov_delta": msg.cov_delta,
-        "attempt": msg.attempt,
-    }
 
 
 def result_to_map(msg: Result) -> dict[str, Any]:
