@@ -490,7 +490,7 @@ UTIL_GOAL = 0.95
 HOSTS_GOAL, HOSTS_RTT_MS = 0.90, 50.0
 BUSY_GOAL = 0.95
 RANKS_GOAL = 30_000
-BEYOND = "docs/design.md, \"Capacity\" / \"Beyond one coordinator (a plan, not built)\""
+BEYOND = "docs/design.md, \"Capacity\" / \"Beyond one coordinator\" (section multi)"
 
 
 def _num(x: Any) -> float:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symfence.coordinator.integrity import JournalError
+from symfence.coordinator.shared.interface import StaleEpochError, StoreError
 
 
 class ExitCode(enum.IntEnum):
@@ -62,6 +63,10 @@ def _one_line(text: str, limit: int = 400) -> str:
 def describe(exc: BaseException) -> Failure:
     """The failure an exception stands for, phrased as one line."""
     resume = "; what was saved before it is kept: fix it and run again with --resume"
+    if isinstance(exc, StaleEpochError):  # another process registered under this coordinator's name
+        return Failure(FailureKind.STORAGE, _one_line(f"campaign store: {exc}"))
+    if isinstance(exc, StoreError):  # the shared campaign store (issue 29) cannot be used
+        return Failure(FailureKind.STORAGE, _one_line(f"campaign store error: {exc}") + resume)
     if isinstance(exc, JournalError):
         return Failure(FailureKind.STORAGE, _one_line(f"storage error: {exc}") + resume)
     if isinstance(exc, sqlite3.Error):

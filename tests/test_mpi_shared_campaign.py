@@ -23,7 +23,7 @@ import pytest
 from symfence.coordinator.shared import open_store
 from symfence.coordinator.shared.checker import check
 from symfence.coordinator.shared.records import EventKind
-from tests.mpi_helpers import ROOT, read_stat, synthetic_cfg
+from tests.mpi_helpers import ROOT, logged, read_stat, synthetic_cfg
 from tests.multi_helpers import Job, run_all, wait_for
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
@@ -141,3 +141,26 @@ def test_without_a_store_nothing_of_the_store_is_touched(tmp_path: Path) -> None
     assert run_all([job], 60) == [0], job.explain()
     assert not (job.out / "store.json").exists()
     assert read_stat(job.out, "committed") == 40
+
+
+def test_a_coordinator_whose_name_registers_again_stops_committing_and_says_so(tmp_path: Path) -> None:
+    """A second process under the same coordinator name takes a new epoch: the first one's epoch
+    is dead, its leases void; it commits nothing more, says so on stderr and exits 3."""
+    items = 300
+    store = f"sqlite:{tmp_path / 'campaign.db'}"
+    cfg = cfg_for(items, 30.0, 5.0)
+    cfg["store"]["coordinator"] = "same-name"
+    first = Job(tmp_path, "c1", cfg, store)
+    wait_for(lambda: read_stat(first.out, "committed") >= 10, 40, [first])
+    second = Job(tmp_path, "c2", cfg, store)
+    codes = run_all([first, second], 60)
+    assert codes == [3, 0], "\n".join(job.explain() for job in (first, second))
+    assert "its epoch" in first.stderr and "is dead" in first.stderr, first.explain()
+    assert logged(first.out, "store.epoch_dead"), first.explain()
+    report, status, history = checked(store, items)
+    assert list(status) == ["same-name"] and status["same-name"].registrations == 2
+    # What the first applied is what the store committed under its epoch, nothing after.
+    epochs = sorted({e.epoch for e in history if e.kind is EventKind.REGISTER})
+    by_first = sum(1 for e in history if e.kind is EventKind.COMMIT and e.epoch == epochs[0])
+    assert read_stat(first.out, "committed") == by_first
+    assert by_first + read_stat(second.out, "committed") == items
