@@ -153,8 +153,9 @@ class Core(ClaimsMixin, MembershipMixin):
     def turn(self) -> list[Effect]:
         """One fair turn of what the ranks sent (peers.py bounds each rank's share) and the refill
         of the slots it freed. The group commit is the tick's (`Flush`, from a tick, every 50 ms,
-        that finds one due): asked per turn, it was due every ~256 ops, 5x as many SQLite transactions at
-        depth 4 and 12% more coordinator CPU per result than main (bench_core, 15:06 UTC)."""
+        that finds one due): asked per turn, it was due at every 256 buffered ops, a transaction
+        every few ms at depth 4, and cost 12-20% more coordinator CPU per result than main in
+        four side-by-side runs (bench_core, 14:33-15:07 UTC); per tick, main's level or below."""
         for source, (tag, frame, oversized) in self.peers.turn(lambda m: len(m[1])):
             if tag == Tag.RESULT:
                 self._on_result(source, frame, oversized)
