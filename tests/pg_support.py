@@ -10,6 +10,7 @@ the tests print when they skip.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -17,9 +18,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class PgUnavailable(RuntimeError):
@@ -163,3 +165,26 @@ def fresh_dsn() -> str:
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     return f"{server.dsn} options='-c search_path={schema}'"
+
+
+@contextlib.contextmanager
+def pg_on_namespace_hosts(hosts: int = 3) -> Iterator[tuple[Any, PgServer]]:
+    """Network-namespace hosts h1..hN (bench/netns.py) with a throw-away PostgreSQL on h1,
+    listening on h1's address; skips the test, with the reason, when either cannot be made.
+    The server is stopped and the hosts removed at the end."""
+    import pytest
+
+    from bench.netns import Cluster, why_not
+
+    reason = why_not()
+    if reason:
+        pytest.skip(f"no namespace hosts: {reason}")
+    with Cluster(hosts) as cluster:
+        try:
+            server = start_server(listen=cluster.host("h1").addr, wrap=lambda argv: cluster.on("h1", argv))
+        except PgUnavailable as exc:
+            pytest.skip(f"PostgreSQL store not tested: {exc}")
+        try:
+            yield cluster, server
+        finally:
+            server.stop()

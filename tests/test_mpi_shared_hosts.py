@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.netns import Cluster, why_not
+from bench.netns import Cluster
 from symfence.coordinator.shared import open_store
 from symfence.coordinator.shared.checker import check
 from symfence.coordinator.shared.records import EventKind, ItemState
 from tests.mpi_helpers import MPIEXEC, ROOT, read_stat, synthetic_cfg, toml_dump
-from tests.pg_support import PgUnavailable, start_server
+from tests.pg_support import pg_on_namespace_hosts
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
@@ -40,14 +40,7 @@ def _job(cluster: Cluster, host: str, tmp_path: Path, store: str) -> subprocess.
 
 
 def test_a_cut_off_coordinators_items_move_and_its_late_commits_are_refused(tmp_path: Path) -> None:
-    reason = why_not()
-    if reason:
-        pytest.skip(f"no namespace hosts: {reason}")
-    with Cluster(3) as cluster:
-        try:
-            server = start_server(listen=cluster.host("h1").addr, wrap=lambda argv: cluster.on("h1", argv))
-        except PgUnavailable as exc:
-            pytest.skip(f"PostgreSQL store not tested: {exc}")
+    with pg_on_namespace_hosts(3) as (cluster, server):
         store = f"postgresql://postgres@{server.listen}:{server.port}/postgres?connect_timeout=5"
         jobs: dict[str, subprocess.Popen] = {}
         monitor = None
@@ -96,4 +89,3 @@ def test_a_cut_off_coordinators_items_move_and_its_late_commits_are_refused(tmp_
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait(5)
-            server.stop()

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from bench.netns import Cluster, why_not
+from bench.netns import Cluster
 from symfence.coordinator.shared import open_store
 from symfence.coordinator.shared.checker import check
 from symfence.coordinator.shared.records import EventKind, ItemState, WorkItem
 from tests.mpi_helpers import ROOT
-from tests.pg_support import PgUnavailable, start_server
+from tests.pg_support import pg_on_namespace_hosts
 from tests.test_shared_store_race import ITEMS, TTL_S
 
 IDLE_IN_TRANSACTION_S = 5.0  # PostgresStore's default: a session cut mid-transaction ends then
@@ -38,14 +38,7 @@ pytestmark = pytest.mark.heavy  # timing of leases: never beside a fuzzing campa
 
 
 def test_a_coordinator_cut_off_loses_its_items_and_nothing_it_sends_late_is_applied(tmp_path) -> None:
-    reason = why_not()
-    if reason:
-        pytest.skip(f"no namespace hosts: {reason}")
-    with Cluster(3) as cluster:
-        try:
-            server = start_server(listen=cluster.host("h1").addr, wrap=lambda argv: cluster.on("h1", argv))
-        except PgUnavailable as exc:
-            pytest.skip(f"PostgreSQL store not tested: {exc}")
+    with pg_on_namespace_hosts(3) as (cluster, server):
         monitor = None
         procs: dict[str, subprocess.Popen] = {}
         try:
@@ -95,4 +88,3 @@ def test_a_coordinator_cut_off_loses_its_items_and_nothing_it_sends_late_is_appl
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait(5)
-            server.stop()
