@@ -36,7 +36,6 @@ from symfence.protocol.pycrash import (
     identity_from_python_traceback,
 )
 
-
 # --- no frames: the edge path -------------------------------------------------------------------
 
 def identity_from_edge_path(edges: Iterable[int], crash_type: str = "crash") -> CrashIdentity:

@@ -1,4 +1,4 @@
-"""Crash identities of native targets: from a sanitizer report, or from a debugger's backtrace of the plain build.
+"""Crash identities of native targets: from a sanitizer report, or a debugger's backtrace of the plain build.
 
 - With a sanitizer: ``identity_from_sanitizer_report(text)`` (type such as
   ``heap-buffer-overflow READ 4``, frames of the first stack, sanitizer and libc frames skipped).
@@ -15,7 +15,6 @@ import os
 import re
 
 from symfence.protocol.crashkey import TOP_FRAMES, CrashIdentity, IdentitySource
-
 
 _SAN_ERROR = re.compile(r"ERROR: (AddressSanitizer|MemorySanitizer|LeakSanitizer|ThreadSanitizer|"
                         r"UndefinedBehaviorSanitizer): ([A-Za-z0-9_-]+(?: [a-z]+ [a-z]+)?)")

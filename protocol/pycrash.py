@@ -1,4 +1,4 @@
-"""Crash identities of Python targets: tracebacks, faulthandler dumps and hangs, framed in the code under test.
+"""Crash identities of Python targets: tracebacks, faulthandler dumps, hangs, framed in the code under test.
 
 ``identity_from_python_exception(exc, target)`` and, for a formatted traceback,
 ``identity_from_python_traceback(text, target)`` give the same identity. Frames of symfence

@@ -17,9 +17,9 @@ import z3
 
 from symfence.worker.concolic.seqcore import _concrete_bound, _norm_index, _Seq
 from symfence.worker.concolic.symbolic import (
-    SymBool,
     SymInt,
     all_equal,
+    all_true,
     any_true,
     decide,
     in_ranges,
@@ -281,17 +281,7 @@ class _Scans(_Seq):
             return value
         tests = [in_ranges(x, ranges, bool(getattr(self._plain_unit(value_of(x)), name)()))
                  for x in items]
-        if any(t is False for t in tests):
-            return False
-        symbolic = [t for t in tests if isinstance(t, SymBool)]
-        if not symbolic:
-            return value
-        if any(t.cond is None for t in symbolic):
-            return SymBool(value, 0, None)
-        deps = 0
-        for t in symbolic:
-            deps |= t.deps
-        return SymBool(value, deps, z3.And(*[t.cond for t in symbolic]))
+        return all_true(tests, value)
 
     def _plain_unit(self, v: int) -> Any:
         raise NotImplementedError

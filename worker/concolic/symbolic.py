@@ -516,18 +516,34 @@ def value_of(x: Any) -> Any:
     return x.value if isinstance(x, SymInt) else x
 
 
-def any_true(tests: list[Any], value: bool) -> Any:
-    """OR of item-wise tests: plain if decided concretely, else a SymBool over the symbolic ones."""
-    symbolic = [t for t in tests if isinstance(t, SymBool)]
-    if any(t is True for t in tests) or not symbolic:
-        return value
+def _joined(symbolic: list[SymBool], value: bool, join: Callable[..., z3.BoolRef]) -> SymBool:
+    """One SymBool of ``value`` whose condition joins those of ``symbolic`` (z3.Or or z3.And)."""
     if any(t.cond is None for t in symbolic):
         return SymBool(value, 0, None)
     deps = 0
     for t in symbolic:
         deps |= t.deps
-    cond = z3.Or(*[t.cond for t in symbolic]) if len(symbolic) > 1 else symbolic[0].cond
-    return SymBool(value, deps, cond)
+    conds = [t.cond for t in symbolic]
+    return SymBool(value, deps, join(*conds) if len(conds) > 1 else conds[0])
+
+
+def any_true(tests: list[Any], value: bool) -> Any:
+    """OR of item-wise tests: plain if decided concretely, else a SymBool over the symbolic ones."""
+    symbolic = [t for t in tests if isinstance(t, SymBool)]
+    if any(t is True for t in tests) or not symbolic:
+        return value
+    return _joined(symbolic, value, z3.Or)
+
+
+def all_true(tests: list[Any], value: bool) -> Any:
+    """AND of item-wise tests: False if one is plainly false, plain if decided concretely, else a
+    SymBool over the symbolic ones."""
+    if any(t is False for t in tests):
+        return False
+    symbolic = [t for t in tests if isinstance(t, SymBool)]
+    if not symbolic:
+        return value
+    return _joined(symbolic, value, z3.And)
 
 
 def all_equal(left: list[Any], right: list[Any]) -> Any:
