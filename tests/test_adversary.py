@@ -31,7 +31,7 @@ pytestmark = pytest.mark.mpi
 # (about 6 s in); honest ranks must keep committing after it, in a phase long enough to be checked
 # (>= 2 s). DURATION_S is only a cap (it ran 16 s: 10 s of it after the ban).
 DURATION_S = 40.0
-AFTER_BAN_S = 3.0
+AFTER_BAN_S = 4.0
 # The honest-only job gives a commit rate (per second of run time) and a peak RSS to compare
 # with: a shorter run measures both (the seeds are all loaded at start), in 10 s less.
 BASELINE_S = 6.0
