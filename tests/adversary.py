@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import struct
 import sys
 import time
@@ -295,6 +296,8 @@ def phase_e(forged: int, heavy: int) -> None:
 def main() -> int:
     report_path = sys.argv[1]
     plan = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    # Like a real worker rank: mpiexec forwards Ctrl-C to every rank; rank 0 turns it into a STOP.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     send(CONTROL, control("hello", {"host": "rogue" + FORGED_LINE + ANSI, "pid": os.getpid()}))
     while True:  # SETUP
         status = MPI.Status()

@@ -16,16 +16,22 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
 
 from symfence.coordinator.journal import Journal
 from symfence.coordinator.logtail import run_logs
-from tests.mpi_helpers import MPIEXEC, ROOT, Run, synthetic_cfg, toml_dump
+from tests.mpi_helpers import MPIEXEC, ROOT, Run, logged, stop_when, synthetic_cfg, toml_dump
 
 pytestmark = pytest.mark.mpi
 
-DURATION_S = 16.0  # the attacked job: every phase of tests/adversary.py fits in it
+# The attacked job stops (Ctrl-C) AFTER_BAN_S after the adversary's ban, which ends its last attack
+# (about 6 s in); honest ranks must keep committing after it, in a phase long enough to be checked
+# (>= 2 s). DURATION_S is only a cap (it ran 16 s: 10 s of it after the ban).
+DURATION_S = 40.0
+AFTER_BAN_S = 4.0
 # The honest-only job gives a commit rate (per second of run time) and a peak RSS to compare
 # with: a shorter run measures both (the seeds are all loaded at start), in 10 s less.
 BASELINE_S = 6.0
@@ -43,7 +49,8 @@ def _cfg(duration_s: float = DURATION_S) -> dict:
     )
 
 
-def _launch(tmp_path, cfg, *, honest: int, adversary: bool, timeout_s: float = 90) -> tuple[Run, dict | None]:
+def _launch(tmp_path, cfg, *, honest: int, adversary: bool, timeout_s: float = 90,
+            on_start: Callable[[subprocess.Popen], None] | None = None) -> tuple[Run, dict | None]:
     out = tmp_path / "out"
     config = tmp_path / "campaign.toml"
     config.write_text(toml_dump(cfg))
@@ -54,6 +61,8 @@ def _launch(tmp_path, cfg, *, honest: int, adversary: bool, timeout_s: float = 9
         cmd += [":", "-n", "1", sys.executable, str(ROOT / "tests" / "adversary.py"), str(report)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if on_start is not None:
+        on_start(proc)
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -77,7 +86,14 @@ def baseline(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def attacked(tmp_path_factory):
-    run, report = _launch(tmp_path_factory.mktemp("attacked"), _cfg(), honest=2, adversary=True)
+    folder = tmp_path_factory.mktemp("attacked")
+
+    def banned_long_enough() -> bool:
+        banned = logged(folder / "out", "worker.banned")
+        return bool(banned) and time.time() - float(banned[0]["ts"]) >= AFTER_BAN_S
+
+    run, report = _launch(folder, _cfg(), honest=2, adversary=True,
+                          on_start=stop_when(banned_long_enough, DURATION_S))
     assert run.code == 0, f"{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
     assert report is not None, "the adversary wrote no report"
     return run, report

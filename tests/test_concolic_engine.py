@@ -21,7 +21,8 @@ from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.execution import execute
 from symfence.worker.concolic.instrument import instrument_source, load_target
 from symfence.worker.concolic.models import make_input, sym_from_bytes, sym_len
-from symfence.worker.concolic.symbolic import Recorder, SymBool, SymInt, recording
+from symfence.worker.concolic.recorder import Recorder
+from symfence.worker.concolic.symbolic import SymBool, SymInt, recording
 from symfence.worker.executors.base import ExitKind, Outcome, Task
 
 _counter = itertools.count()

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from symfence.worker.concolic.fdp import FuzzedDataProvider as ModelFDP
 from symfence.worker.concolic.models import make_input
-from symfence.worker.concolic.symbolic import Recorder, SymInt, recording
+from symfence.worker.concolic.recorder import Recorder
+from symfence.worker.concolic.symbolic import SymInt, recording
 from symfence.worker.concolic.symseq import SymBytes, SymStr
 from tests.examples_budget import examples
 

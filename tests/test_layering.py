@@ -1,11 +1,12 @@
-"""The layering rules of docs/design.md ("Processes and code layout"), checked on every import in the tree.
+"""The layering rules of docs/design.md ("Processes and code layout"), and the size limit of a module.
 
 - ``protocol/`` imports neither side (coordinator, worker) and no MPI, asyncio, structlog or uvloop;
 - ``coordinator/`` imports worker code only in the per-rank launcher (``LAUNCHERS``);
 - ``worker/`` never imports coordinator code;
 - the engine seam (``SEAM``) imports no engine and no executor, and an engine (``ENGINES``)
   imports no executor: executors depend on engines, never the other way round
-  (docs/design.md, "Executors").
+  (docs/design.md, "Executors");
+- no product module is over ``MAX_MODULE_LINES`` lines (issue 28).
 
 Imports are read with ``ast`` (module level and inside functions, relative ones resolved,
 ``importlib.import_module("...")`` with a literal name included), so a lazy import inside a
@@ -155,3 +156,44 @@ def test_each_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
         "coordinator/cli.py", "coordinator/e.py", "protocol/a.py", "protocol/b.py", "protocol/c.py",
         "protocol/d.py", "protocol/d.py", "protocol/e.py", "worker/childwire.py", "worker/f.py",
         "worker/native/runner.py"], got
+
+
+# Issue 28's rule: no product module over this many lines (one responsibility per module; a
+# longer one is split along a real seam, not cut in half). Product: the layers, tools/ and the
+# package's own top level (symfence/*.py); not tests/, bench/ or examples/.
+MAX_MODULE_LINES = 700
+PRODUCT = (*LAYERS, "tools")
+
+
+def oversized_modules(root: Path) -> list[str]:
+    """Every product module of ``root`` over MAX_MODULE_LINES, as "file: N lines"."""
+    files = [p for folder in PRODUCT for p in sorted((root / folder).rglob("*.py"))]
+    files += sorted((root / "symfence").glob("*.py"))  # its layer folders are symlinks: not again
+    found = []
+    for path in files:
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{path.relative_to(root).as_posix()}: {lines} lines")
+    return found
+
+
+def test_no_product_module_is_over_the_line_limit() -> None:
+    assert all((ROOT / folder).is_dir() for folder in PRODUCT)
+    assert oversized_modules(ROOT) == []
+
+
+def test_the_line_limit_counts_every_product_folder_and_nothing_else(tmp_path: Path) -> None:
+    long, limit = "x = 1\n" * (MAX_MODULE_LINES + 1), "x = 1\n" * MAX_MODULE_LINES
+    files = {
+        "protocol/a.py": long, "coordinator/journal/b.py": long, "worker/concolic/c.py": long,
+        "tools/d.py": long, "symfence/e.py": long,
+        "worker/at_limit.py": limit,  # exactly the limit is allowed
+        "tests/test_f.py": long, "bench/g.py": long, "examples/h.py": long,  # not product code
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    over = f"{MAX_MODULE_LINES + 1} lines"
+    assert oversized_modules(tmp_path) == [
+        f"protocol/a.py: {over}", f"coordinator/journal/b.py: {over}", f"worker/concolic/c.py: {over}",
+        f"tools/d.py: {over}", f"symfence/e.py: {over}"]

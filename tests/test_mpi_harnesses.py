@@ -143,6 +143,8 @@ def test_the_fuzz_stage_alone_finds_neither_in_the_budget(harness: Path) -> None
         seeds = "corpus"
         duration_s = 20
         ranks = 3
+        [fuzz]
+        slice_s = 2.0  # the budget is the same; at its end the drain waits for a turn (10 s by default)
     '''))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(harness / "fuzz")  # where `python fuzz_planted.py` would find it

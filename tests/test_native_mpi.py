@@ -25,6 +25,11 @@ def native_cfg(targets: list[str], **options) -> dict:
     cfg["campaign"]["duration_s"] = 300  # a cap: the tests stop on what they wait for
     cfg["native"]["options"].update(oracle="forkserver" if HAVE_AFL else "engine", **options)
     cfg["stats"] = {"interval_s": 0.5}
+    # No minimization: these tests wait for findings, and a hang's minimization (each run lasts
+    # exec_timeout_s) held a worker ~21 s, delaying the next find and the drain after the stop.
+    # Minimization is tests/test_triage.py's (a campaign's findings minimized; the native cases
+    # through bench_minimize); tests/test_triage_tools.py's native campaign runs with it.
+    cfg["triage"] = {"minimize": False}
     return cfg
 
 

@@ -15,13 +15,10 @@ import pytest
 from bench.bench_minimize import CASES, run_minimizer
 from symfence.coordinator.status_report import render_status
 from symfence.coordinator.triage import Triage
-from symfence.protocol.crashid import (
-    IdentitySource,
-    identity_from_detail,
-    identity_from_python_exception,
-    identity_from_python_traceback,
-    identity_from_sanitizer_report,
-)
+from symfence.protocol.crashid import identity_from_detail
+from symfence.protocol.crashkey import IdentitySource
+from symfence.protocol.nativecrash import identity_from_sanitizer_report
+from symfence.protocol.pycrash import identity_from_python_exception, identity_from_python_traceback
 from symfence.worker.triage.symbolize import unlimited_address_space
 from tests import triage_targets
 from tests.mpi_helpers import ROOT, read_stat, run_campaign, stop_when

@@ -10,12 +10,8 @@ from typing import Any
 
 import pytest
 
-from symfence.protocol.crashid import (
-    HANG_TYPE,
-    code_under_test,
-    identity_from_detail,
-    identity_from_python_exception,
-)
+from symfence.protocol.crashid import identity_from_detail
+from symfence.protocol.pycrash import HANG_TYPE, code_under_test, identity_from_python_exception
 from symfence.protocol.rules import fit_text
 from symfence.worker.concolic.replay import Verdict, replay_plain
 from tests import triage_targets
@@ -182,7 +178,7 @@ def test_old_journals_resume_with_their_old_names_and_know_their_bugs_by_the_new
     from symfence.coordinator.journal.records import Finding, FindingKind
     from symfence.coordinator.outputs import OutputDir
     from symfence.coordinator.triage import Triage
-    from symfence.protocol.crashid import CrashIdentity
+    from symfence.protocol.crashkey import CrashIdentity
 
     target = f"{MOD}:url_target"
     ipv6 = _plain("url_target", b"http://[::1")[1]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
-from symfence.protocol.crashid import code_under_test, identity_from_detail
+from symfence.protocol.crashid import identity_from_detail
+from symfence.protocol.pycrash import code_under_test
 from symfence.tools.campaign_dir import CampaignDir, CampaignDirError, SavedInput, locate
 from symfence.worker.concolic.replay import Replay, Verdict
 
@@ -107,7 +108,7 @@ class Runner:
         return self.remap.get(target, target)
 
     def under_test(self, target: str) -> frozenset[str]:
-        """The campaign's code under test for ``target`` (``crashid.code_under_test`` of its
+        """The campaign's code under test for ``target`` (``pycrash.code_under_test`` of its
         executor options, as the campaign computed its identities)."""
         if self.native or self.campaign is None:
             return frozenset()
@@ -118,7 +119,7 @@ class Runner:
     def run(self, target: str, data: bytes) -> Replay:
         target = self.target(target)
         if self.native:
-            from symfence.protocol.crashid import is_sanitizer_report
+            from symfence.protocol.nativecrash import is_sanitizer_report
             from symfence.worker.native.plain import run_plain
             from symfence.worker.triage.symbolize import native_detail
 

@@ -7,7 +7,7 @@ rewrite bytecode for libFuzzer's coverage feedback: useless where no libFuzzer r
 replays, the coverage tracer, the import check) and harmful there (``instrument_all`` rewrites
 every loaded function, ~3 s, and would distort the tracer's arcs). ``plain()`` replaces them in
 the real ``atheris`` module by no-ops; ``NO_OPS`` is the one table of what is replaced, which the
-concolic engine's model of ``atheris`` (``worker.concolic.models``) also uses. In the fuzz
+concolic engine's model of ``atheris`` (``worker.concolic.importhook``) also uses. In the fuzz
 process (``worker.fuzz.live_child``) only ``instrument_all`` and ``enable_python_coverage`` are
 replaced: that process already instruments everything the target imports.
 """

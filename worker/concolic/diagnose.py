@@ -15,7 +15,8 @@ from symfence.protocol.rules import wire_key
 from symfence.worker.concolic.execution import ExecTimeout, time_limit
 from symfence.worker.concolic.instrument import Target
 from symfence.worker.concolic.models import is_proxy, make_input
-from symfence.worker.concolic.symbolic import Recorder, recording
+from symfence.worker.concolic.recorder import Recorder
+from symfence.worker.concolic.symbolic import recording
 
 _IGNORED = {"isinstance", "len", "getattr", "hasattr", "setattr", "iter", "next", "id", "type",
             "print", "_getframe", "__build_class__", "append", "get", "items", "keys", "values",

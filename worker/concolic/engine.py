@@ -46,7 +46,7 @@ from symfence.worker.concolic.loops import LoopExtension
 from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
 from symfence.worker.concolic.replay import Verdict, replay_plain
-from symfence.worker.concolic.symbolic import LENGTH_BIT, Pin, Recorder
+from symfence.worker.concolic.recorder import LENGTH_BIT, Pin, Recorder
 from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20

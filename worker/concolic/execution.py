@@ -23,7 +23,8 @@ from typing import Any, Iterator
 from symfence.protocol.coverage import edges_from_sites
 from symfence.worker.concolic.instrument import Target
 from symfence.worker.concolic.models import InputVariables, make_input
-from symfence.worker.concolic.symbolic import Recorder, recording
+from symfence.worker.concolic.recorder import Recorder
+from symfence.worker.concolic.symbolic import recording
 from symfence.worker.engine_api import ExecTimeout, ExitKind
 
 _REARM_S = 0.1

@@ -1,6 +1,6 @@
 """A pure-Python ``atheris.FuzzedDataProvider``: its exact values, symbolic where input bytes decide them.
 
-Instrumented code that imports ``atheris`` gets this class in place of the C one (``models``),
+Instrumented code that imports ``atheris`` gets this class in place of the C one (``importhook``),
 so an Atheris harness run by the concolic engine splits the input exactly as under libFuzzer
 (an input the engine solves means the same to the fuzz stage and to a plain replay), and the
 values it hands out carry the input's terms:
@@ -34,8 +34,8 @@ from typing import Any
 import atheris
 import z3
 
+from symfence.worker.concolic.recorder import LENGTH_BIT
 from symfence.worker.concolic.symbolic import (
-    LENGTH_BIT,
     WIDTH,
     SymBool,
     SymInt,
@@ -44,7 +44,8 @@ from symfence.worker.concolic.symbolic import (
     note_concretised,
     value_of,
 )
-from symfence.worker.concolic.symseq import SymBytes, SymStr, _min
+from symfence.worker.concolic.seqcore import _min
+from symfence.worker.concolic.symseq import SymBytes, SymStr
 
 _REAL = atheris.FuzzedDataProvider
 _UINT64_MAX = (1 << 64) - 1
@@ -404,7 +405,7 @@ class FuzzedDataProvider:
         index = self._small_int(bits, size - 1, frame)
         if not isinstance(index, SymInt):
             return values[index]
-        from symfence.worker.concolic.models import _table_lookup
+        from symfence.worker.concolic.tables import _table_lookup
 
         return _table_lookup(values, index, frame)
 

@@ -9,11 +9,11 @@ their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._par
 never to symfence, z3 or the modules the engine models itself. In those modules:
 - calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` and ``x.get(k[, default])`` go to
   helpers from ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
-  ``x[k]`` to ``sym_getitem`` (a symbolic index into a constant table or dict);
+  ``x[k]`` to ``sym_getitem`` (``tables``) (a symbolic index into a constant table or dict);
 - a comparison used as a value (returned, stored, passed) rather than as a test is decided
   on the spot (``sym_truth``), so plain code receives a real ``bool``;
 - the module's ``__builtins__`` has ``len``, ``ord``, ``chr``, ``isinstance`` and
-  ``__import__`` replaced (``models.instrumented_builtins``): ``import io``/``struct``/``re``
+  ``__import__`` replaced (``importhook.instrumented_builtins``): ``import io``/``struct``/``re``
   and C modules give the models.
 A name the module rebinds itself (``def len``, ``int = ...``) is left alone. Source files are
 untouched, so the target stays plain Python that runs unchanged without the engine; the
@@ -34,16 +34,9 @@ import types
 from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.harness_imports import harness_imports
-from symfence.worker.concolic.models import (
-    instrumented_builtins,
-    sym_contains,
-    sym_from_bytes,
-    sym_get,
-    sym_getitem,
-    sym_int,
-    sym_truth,
-    sym_type,
-)
+from symfence.worker.concolic.importhook import instrumented_builtins
+from symfence.worker.concolic.models import sym_from_bytes, sym_int, sym_truth, sym_type
+from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem
 from symfence.worker.engine_api import TargetLoadError
 
 Target = Callable[[bytes], object]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import z3
 
 from symfence.worker.concolic.execution import Run
-from symfence.worker.concolic.symbolic import LENGTH_BIT, Recorder
+from symfence.worker.concolic.recorder import LENGTH_BIT, Recorder
 from symfence.worker.engine_api import ExitKind
 
 if TYPE_CHECKING:

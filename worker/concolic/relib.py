@@ -28,7 +28,7 @@ from typing import Any, Callable
 import z3
 
 from symfence.worker.concolic import symbolic as _sym
-from symfence.worker.concolic.models import _counting
+from symfence.worker.concolic.importhook import _counting
 from symfence.worker.concolic.retheory import (
     MAX_CHAR,
     Translation,

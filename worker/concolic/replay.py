@@ -7,7 +7,7 @@ imports neither symfence nor z3); the input goes through stdin, the verdict come
 exit status, the plain traceback on stderr. Its environment is ``protocol.childenv``'s, with the
 engine's ``sys.path`` as ``PYTHONPATH`` (a ``-c`` child has no other way to receive it).
 
-A hang's detail carries what makes its identity (``protocol.crashid.identity_from_hang``): past
+A hang's detail carries what makes its identity (``protocol.pycrash.identity_from_hang``): past
 the deadline the child samples its stack ``HANG_SAMPLES`` times, 20 ms apart, and prints the
 frames active at every sample (the same activation: a helper the loop keeps calling is left
 out, the loop's frame and its callers stay) under ``HANG_STACK_MARK``. A target stuck in C code
@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 
 from symfence.protocol.childenv import child_env
-from symfence.protocol.crashid import HANG_STACK_MARK
+from symfence.protocol.pycrash import HANG_STACK_MARK
 
 HANG_SAMPLES = 5  # stacks sampled 20 ms apart after the deadline: a hang's identity is what stays active
 

@@ -1,4 +1,4 @@
-"""Symbolic integers over z3 bit-vectors, and the recorder of the branches they decide.
+"""Symbolic integers over z3 bit-vectors, and the decisions they report to the run's active recorder.
 
 A run wraps the input in a ``SymBytes`` (see ``symseq``) whose items are ``SymInt``s.
 ``SymInt`` is a real ``int`` subclass holding the exact concrete value, so ``isinstance``,
@@ -10,9 +10,10 @@ on (bit 0 = length, bit ``j + 1`` = byte ``j``). In *trace* mode (concrete repla
 omitted and only decisions are recorded. Whether something is a proxy never depends on its
 term, so trace and symbolic runs of one input record the same branches.
 
-``bool()`` of a proxy is a branch: the active ``Recorder`` notes the site (caller code object
-+ instruction offset, hashed to 16 bits), the direction taken and, in symbolic mode, the z3
-condition. Models of C code (``symseq``, ``models``) add *implicit* branches (a scan's
+``bool()`` of a proxy is a branch: the active ``Recorder`` (``recorder``; made active by
+``recording``) notes the site (caller code object + instruction offset, hashed to 16 bits), the
+direction taken and, in symbolic mode, the z3 condition. Models of C code (``seqcore``,
+``seqscan``, ``tables``, ``streams``, ``structs``, ...) add *implicit* branches (a scan's
 comparison at each position, an index bound, the end of the input) and *assumptions*
 (constraints that keep the model exact, never negated).
 
@@ -20,7 +21,7 @@ Concretisation (the sound fallback: the value stays exact, the engine stops trac
 counted per kind in ``Recorder.concretisations``: ``hash``, ``str``, ``float``, ``format``,
 ``truediv``, ``pow``, ``overflow`` (wider than ``MAX_WIDTH``), ``int.<method>``, and the kinds
 the models report (``bytes.<method>``, ``c_<module>.<function>``, ...). C code reading an int
-subclass directly cannot be seen; the models and the import hook (``models``) cover the
+subclass directly cannot be seen; the models and the import hook (``importhook``) cover the
 places the input usually leaves through. With ``pin_concretised`` a concretisation also
 records ``term == value`` on the path.
 Division and modulo by a symbolic divisor record an implicit branch ``divisor == 0``, a shift
@@ -35,18 +36,16 @@ from __future__ import annotations
 
 import operator
 import sys
-import zlib
-from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import z3
 
+from symfence.worker.concolic.recorder import Recorder
+
 WIDTH = 64  # narrowest term; wider when a value needs it
 MAX_WIDTH = 1024  # wider results are concretised (kind "overflow")
-LENGTH_BIT = 1  # dependency bit of the input length; byte j is bit j + 1
-_MAX_LOCATIONS = 1 << 20  # coverage locations kept per run (loops saturate buckets anyway)
 
 
 def bits_of(value: int) -> int:
@@ -71,116 +70,7 @@ def extend(term: Any, width: int, to: int) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Branch sites and the recorder
-
-
-_SITES: dict[tuple[int, int], tuple[int, int, int]] = {}
-_CODES: dict[int, object] = {}  # keeps code objects alive so their ids are never reused
-
-
-def _mix(h: int, direction: int) -> int:
-    return (((h * 2 + direction) * 0x9E3779B1) & 0xFFFFFFFF) >> 16
-
-
-def site_of(frame: Any) -> tuple[int, int, int]:
-    """``(site id, location if not taken, location if taken)`` of the frame's current op.
-
-    Stable across processes (module name, qualified name, first line, offset; no ``id``).
-    """
-    code = frame.f_code
-    key = (id(code), frame.f_lasti)
-    ids = _SITES.get(key)
-    if ids is None:
-        module = frame.f_globals.get("__name__", "?")
-        text = f"{module}:{code.co_qualname}:{code.co_firstlineno}:{frame.f_lasti}"
-        h = zlib.crc32(text.encode())
-        ids = ((h ^ (h >> 16)) & 0xFFFF, _mix(h, 0), _mix(h, 1))
-        _SITES[key] = ids
-        _CODES[id(code)] = code
-    return ids
-
-
-@dataclass(frozen=True)
-class Pin:
-    """A constraint on the path that is never negated (an assumption or a pinned concretisation)."""
-
-    position: int  # number of branches recorded before it
-    constraint: z3.BoolRef
-    deps: int
-    value: int
-
-
-class Recorder:
-    """Collects one run's branch decisions, coverage locations, (symbolic) conditions and counters."""
-
-    __slots__ = (
-        "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
-        "pins", "locations", "capped", "concretisations", "implicit", "ends", "on_length",
-        "strings",
-    )
-
-    def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
-        self.symbolic = symbolic
-        self.max_branches = max_branches
-        self.pin_concretised = pin_concretised
-        self.sites: list[int] = []
-        self.taken: list[bool] = []
-        self.conds: list[z3.BoolRef] = []  # symbolic only: the condition as evaluated
-        self.deps: list[int] = []  # symbolic only: variable mask of each condition
-        self.pins: list[Pin] = []
-        self.locations: list[int] = []
-        self.capped = False
-        self.concretisations: Counter[str] = Counter()  # kind -> count
-        self.implicit = 0  # branches added by models (scans, bounds, end of input)
-        self.ends: set[int] = set()  # indices of end-of-input branches (``len > n``)
-        # indices of branches on the input length alone (``pos >= len(data)`` in a read loop):
-        # negated whatever the bound, as the loop may need a longer input at any iteration
-        self.on_length: set[int] = set()
-        self.strings: set[int] = set()  # branches whose condition is in z3's string theory (``re``)
-
-    @property
-    def wants_conditions(self) -> bool:
-        """Whether a new branch's condition would be kept (symbolic and under the cap)."""
-        return self.symbolic and len(self.sites) < self.max_branches
-
-    def branch(self, frame: Any, taken: bool, proxy: SymInt, end_of_input: int = -1,
-               salt: int = 0) -> None:
-        site, not_taken_loc, taken_loc = site_of(frame)
-        if salt:  # one call site deciding for several things (the patterns of a lexer loop)
-            site = _mix(site ^ (salt << 16), 1)
-            not_taken_loc, taken_loc = _mix(site, 0), _mix(site, 1)
-        if end_of_input >= 0:
-            # A different site per input length (bucketed): reaching the end at another length
-            # is another path, so a longer input shows as new coverage and is kept.
-            n = end_of_input if end_of_input < 8 else 8 + end_of_input.bit_length()
-            salt = _mix(site + 0x10000 * (n + 1), 0)
-            site, not_taken_loc, taken_loc = salt, _mix(salt, 0), _mix(salt, 1)
-            if len(self.sites) < self.max_branches:
-                self.ends.add(len(self.sites))
-        if len(self.locations) < _MAX_LOCATIONS:
-            self.locations.append(taken_loc if taken else not_taken_loc)
-        if len(self.sites) >= self.max_branches:
-            self.capped = True
-            return
-        self.sites.append(site)
-        self.taken.append(taken)
-        if self.symbolic:
-            self.conds.append(proxy.condition())
-            self.deps.append(proxy.deps)
-            if proxy.deps == LENGTH_BIT and end_of_input < 0:
-                self.on_length.add(len(self.sites) - 1)
-
-    def assume(self, constraint: z3.BoolRef, deps: int) -> None:
-        """Add a constraint the path needs (never negated), e.g. a decoded byte stays ASCII."""
-        if self.symbolic and deps:
-            self.pins.append(Pin(len(self.sites), constraint, deps, 0))
-
-    def concretised(self, proxy: SymInt | None, kind: str) -> None:
-        self.concretisations[kind] += 1
-        if (proxy is not None and self.pin_concretised and self.symbolic
-                and proxy.expr is not None):
-            value = int(proxy.value)
-            self.pins.append(Pin(len(self.sites), proxy.expr == value, proxy.deps, value))
+# The active recorder (``recorder``) and the decisions proxies report to it
 
 
 _active: Recorder | None = None
@@ -626,18 +516,34 @@ def value_of(x: Any) -> Any:
     return x.value if isinstance(x, SymInt) else x
 
 
-def any_true(tests: list[Any], value: bool) -> Any:
-    """OR of item-wise tests: plain if decided concretely, else a SymBool over the symbolic ones."""
-    symbolic = [t for t in tests if isinstance(t, SymBool)]
-    if any(t is True for t in tests) or not symbolic:
-        return value
+def _joined(symbolic: list[SymBool], value: bool, join: Callable[..., z3.BoolRef]) -> SymBool:
+    """One SymBool of ``value`` whose condition joins those of ``symbolic`` (z3.Or or z3.And)."""
     if any(t.cond is None for t in symbolic):
         return SymBool(value, 0, None)
     deps = 0
     for t in symbolic:
         deps |= t.deps
-    cond = z3.Or(*[t.cond for t in symbolic]) if len(symbolic) > 1 else symbolic[0].cond
-    return SymBool(value, deps, cond)
+    conds = [t.cond for t in symbolic]
+    return SymBool(value, deps, join(*conds) if len(conds) > 1 else conds[0])
+
+
+def any_true(tests: list[Any], value: bool) -> Any:
+    """OR of item-wise tests: plain if decided concretely, else a SymBool over the symbolic ones."""
+    symbolic = [t for t in tests if isinstance(t, SymBool)]
+    if any(t is True for t in tests) or not symbolic:
+        return value
+    return _joined(symbolic, value, z3.Or)
+
+
+def all_true(tests: list[Any], value: bool) -> Any:
+    """AND of item-wise tests: False if one is plainly false, plain if decided concretely, else a
+    SymBool over the symbolic ones."""
+    if any(t is False for t in tests):
+        return False
+    symbolic = [t for t in tests if isinstance(t, SymBool)]
+    if not symbolic:
+        return value
+    return _joined(symbolic, value, z3.And)
 
 
 def all_equal(left: list[Any], right: list[Any]) -> Any:

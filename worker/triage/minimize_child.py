@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from symfence.protocol.execpath import runnable
-from symfence.protocol.crashid import (HANG_STACK_MARK, code_under_test, identity_from_detail, identity_from_hang,
-                                       identity_from_python_exception)
+from symfence.protocol.crashid import identity_from_detail
+from symfence.protocol.pycrash import HANG_STACK_MARK, code_under_test, identity_from_hang, identity_from_python_exception
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task

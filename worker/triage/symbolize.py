@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 
 from symfence.protocol.execpath import runnable
-from symfence.protocol.crashid import BACKTRACE_MARK, GDB_MAPPING, is_sanitizer_report
+from symfence.protocol.nativecrash import BACKTRACE_MARK, GDB_MAPPING, is_sanitizer_report
 
 _SANITIZER_SYMBOLS = (b"__asan_init", b"__ubsan_handle_", b"__msan_init")
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:symbolize=1:handle_segv=1",
@@ -195,7 +195,7 @@ HANG_SAMPLE_GAP_S = 0.05
 def gdb_hang_stack(binary: str, data: bytes, input_mode: str = "stdin", deadline_s: float = 1.0) -> str:
     """A hang's stack from gdb: the frames (by name, from the outermost in) in all of
     HANG_SAMPLES samples taken HANG_SAMPLE_GAP_S apart once the run passed ``deadline_s``; ""
-    without gdb or when the run ends before (``crashid.identity_from_hang`` reads it)."""
+    without gdb or when the run ends before (``pycrash.identity_from_hang`` reads it)."""
     gdb = shutil.which("gdb")
     if gdb is None:
         return ""

@@ -1,0 +1,155 @@
+"""The import hook and builtins of instrumented code: models for io, struct, re, atheris and C modules.
+
+``instrumented_builtins`` is the ``__builtins__`` of an instrumented module (``instrument``):
+``len``, ``ord``, ``chr`` and ``isinstance`` that keep proxies symbolic, and an ``__import__``
+(``make_import``) that finds the load's rewritten modules and hands out the models:
+``io`` with ``SymBytesIO``/``SymStringIO`` (``streams``), ``struct`` (``structs``), ``re``
+(``relib``), ``atheris`` with the Python ``FuzzedDataProvider`` (``fdp``), and for C modules
+copies whose functions count a concretisation when called with a proxy (``c_<module>.<function>``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import struct as _struct
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from symfence.worker.concolic.models import PROXY_TYPES, sym_isinstance, sym_len
+from symfence.worker.concolic.streams import SymBytesIO, SymStringIO
+from symfence.worker.concolic.structs import Struct, iter_unpack, unpack, unpack_from
+from symfence.worker.concolic.symbolic import note_concretised
+from symfence.worker.concolic.symseq import sym_chr, sym_ord
+
+
+def _counting(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if any(isinstance(a, PROXY_TYPES) for a in args) or any(
+                isinstance(v, PROXY_TYPES) for v in kwargs.values()):
+            note_concretised(kind)
+        return fn(*args, **kwargs)
+
+    wrapper.__name__ = getattr(fn, "__name__", kind)
+    wrapper.__qualname__ = wrapper.__name__
+    wrapper.__doc__ = getattr(fn, "__doc__", None)
+    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    return wrapper
+
+
+_NEVER_MODEL = {"sys", "builtins", "gc", "_imp", "marshal", "_thread", "_weakref", "_io",
+                "itertools", "_functools", "_collections", "_abc", "posix", "nt", "_signal",
+                "faulthandler", "_warnings", "atexit", "errno", "time", "_operator"}
+_models: dict[str, types.ModuleType | None] = {}
+
+
+def _copy_module(module: types.ModuleType) -> types.ModuleType:
+    copy = types.ModuleType(module.__name__, module.__doc__)
+    copy.__dict__.update(module.__dict__)
+    return copy
+
+
+def _is_c_module(name: str, module: types.ModuleType) -> bool:
+    if name in _NEVER_MODEL or name.startswith("symfence"):
+        return False
+    path = getattr(module, "__file__", None)
+    return path is None or str(path).endswith((".so", ".pyd"))
+
+
+def model_module(name: str) -> types.ModuleType | None:
+    """The model an instrumented module gets for ``import name`` (None: the real module)."""
+    if name in _models:
+        return _models[name]
+    model: types.ModuleType | None = None
+    module = sys.modules.get(name)
+    if name == "io" and module is not None:
+        model = _copy_module(module)
+        model.BytesIO, model.StringIO = SymBytesIO, SymStringIO  # type: ignore[attr-defined]
+    elif name == "struct" and module is not None:
+        model = _copy_module(module)
+        model.unpack, model.unpack_from = unpack, unpack_from  # type: ignore[attr-defined]
+        model.iter_unpack, model.Struct = iter_unpack, Struct  # type: ignore[attr-defined]
+        model.pack = _counting(_struct.pack, "c_struct.pack")  # type: ignore[attr-defined]
+    elif name == "re" and module is not None:
+        from symfence.worker.concolic.relib import re_model  # relib uses this module's helpers
+
+        model = re_model(module, _copy_module)
+    elif name == "atheris" and module is not None:
+        model = _atheris_model(module)
+    elif module is not None and _is_c_module(name, module):
+        model = _copy_module(module)
+        for attr, value in module.__dict__.items():
+            if isinstance(value, types.BuiltinFunctionType) and not attr.startswith("_"):
+                setattr(model, attr, _counting(value, f"c_{name}.{attr}"))
+    _models[name] = model
+    return model
+
+
+def _atheris_model(module: types.ModuleType) -> types.ModuleType:
+    """``atheris`` as the engine runs a harness: the Python FuzzedDataProvider (``fdp``), and
+    the libFuzzer-only calls as no-ops (``atheris_compat``)."""
+    from symfence.worker.atheris_compat import NO_OPS
+    from symfence.worker.concolic.fdp import FuzzedDataProvider
+
+    model = _copy_module(module)
+    model.FuzzedDataProvider = FuzzedDataProvider  # type: ignore[attr-defined]
+    for attr, fn in NO_OPS.items():
+        setattr(model, attr, fn)
+    return model
+
+
+_real_import = builtins.__import__
+
+
+def _absolute(name: str, globals: Any, level: int) -> str | None:
+    if level == 0:
+        return name
+    package = (globals or {}).get("__package__") or ""
+    parts = package.rsplit(".", level - 1)
+    if len(parts) < level:
+        return None
+    base = parts[0]
+    return f"{base}.{name}" if name else base
+
+
+def make_import(rewritten: dict[str, types.ModuleType]) -> Callable[..., Any]:
+    """The ``__import__`` of the modules of one instrumented load: its rewritten copies (``rewritten``,
+    name -> module, filled by ``instrument``), so an import run later inside a function finds the
+    rewritten module rather than the plain one back in sys.modules; models for io, struct, re and
+    C modules."""
+
+    def sym_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+                   level: int = 0) -> Any:
+        if rewritten:
+            absolute = _absolute(name, globals, level)
+            copy = rewritten.get(absolute) if absolute else None
+            if copy is not None:
+                if fromlist:
+                    return copy
+                top = rewritten.get(absolute.partition(".")[0]) if level == 0 else copy
+                if top is not None:
+                    return top
+        module = _real_import(name, globals, locals, fromlist, level)
+        if level != 0 or (not fromlist and "." in name):
+            return module
+        model = model_module(name)
+        return module if model is None else model
+
+    return sym_import
+
+
+def _counting_builtin(name: str) -> Callable[..., Any]:
+    return _counting(getattr(builtins, name), f"builtin.{name}")
+
+
+def instrumented_builtins(rewritten: dict[str, types.ModuleType]) -> dict[str, Any]:
+    """The ``__builtins__`` of an instrumented module of the load whose copies are ``rewritten``."""
+    table = dict(builtins.__dict__)
+    table.update({
+        "__import__": make_import(rewritten), "len": sym_len, "ord": sym_ord, "chr": sym_chr,
+        "isinstance": sym_isinstance,
+    })
+    for name in ("hex", "oct", "bin", "format", "ascii"):
+        table[name] = _counting_builtin(name)
+    return table
