@@ -115,8 +115,7 @@ def test_a_large_packages_first_turn_is_not_capped_by_default():
     seen = bytearray(MAP_SIZE)
     cands = [_cand(bytes([i, j]), range(1000 * i + 50 * j, 1000 * i + 50 * j + 50)) for i in range(17)
              for j in range(20)]
-    v = triage(_result(*cands), 1000, seen, Peers(PeerPolicy(), clock=lambda: NOW), SRC, NOW)
+    v = triage(_result(*cands), 1000, seen, _peers(), SRC, NOW)
     assert v.capped is None and v.new_edges == 17000 and len(v.admitted) == len(cands)
-    everything = triage(_result(_cand(b"all", range(MAP_SIZE))), 1000, seen, Peers(PeerPolicy(), clock=lambda: NOW),
-                        SRC, NOW)
+    everything = triage(_result(_cand(b"all", range(MAP_SIZE))), 1000, seen, _peers(), SRC, NOW)
     assert everything.capped is not None and everything.penalties == 1
