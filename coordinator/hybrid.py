@@ -14,7 +14,7 @@ as a ``protocol.fuzzslice`` spec.
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
 recent rate of first-found edges per busy second decides (both figures decay by e^-1 per 60 busy
-seconds of both stages), clamped to [0.5, 0.97] (0.8 until both stages have run for a while): an
+seconds of both stages), squared and normalized, clamped to [0.5, 0.97] (0.9 until both stages have run for a while): an
 engine that finds nothing gets 3% of the workers' time, one that finds much at most half.
 Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
 rank once less of the budget is left than the engine's mean task takes (that task would be
@@ -43,7 +43,7 @@ from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 # The fuzz share: the engine's goes down to 3% where it finds nothing, and never above half (its
 # first-found edges per second overrate it: docs/benchmarks.md, "OSS-Fuzz harnesses", pygments).
 _AUTO_MIN, _AUTO_MAX = 0.5, 0.97
-_AUTO_WARMUP = 0.8  # the share until both stages have run for a while: the engine gets 20% to be judged
+_AUTO_WARMUP = 0.9  # the share until both stages have run for a while: the engine gets 10% to be judged
 _AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trusts the rates ...
 _AUTO_WARMUP_RESULTS = 3  # ... and results of each
 # The rates "auto" compares are recent ones: each stage's first-found edges and busy seconds
@@ -155,7 +155,9 @@ class HybridPlan:
         (fz_edges, fz_busy), (cc_edges, cc_busy) = self._recent[self.fuzz_stage], self._recent[self.corpus_stage]
         fz_rate = (fz_edges + 1) / max(fz_busy, 1e-3)
         cc_rate = (cc_edges + 1) / max(cc_busy, 1e-3)
-        return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate / (fz_rate + cc_rate)))
+        # Squared: the rates are marginal ones, measured at the current split; the better stage
+        # gets more than its proportion (1:6 gives the engine 3%, not 14%; 1:1 half each).
+        return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate ** 2 / (fz_rate ** 2 + cc_rate ** 2)))
 
     def _fold_recent(self) -> None:
         """Fold what both stages added since the last call into their decayed figures."""

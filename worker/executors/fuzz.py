@@ -14,7 +14,7 @@ meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG w
 traceback) and its executions. An aborted turn only stops the process: what it found is in the
 next turn's answer. New dictionary tokens go into the dictionary file, which libFuzzer reads at
 start only: a turn restarts the process (same corpus) once 8 new tokens have come and its
-start-up was under 5% of its run so far.
+start-up was under 2% of its run so far.
 
 A Python exception or CPU time-out is caught inside the process (it goes on). What Python cannot
 catch ends it: a native crash or out of memory (libFuzzer writes its artifact), or a native hang,
@@ -60,7 +60,10 @@ _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitK
                    "timeout": ExitKind.HANG}
 _MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest go in the next turn's)
 _DICT_RESTART_TOKENS = 8  # new dictionary tokens worth a restart ...
-_DICT_RESTART_COST = 0.05  # ... when its start-up is at most this share of the run's time so far
+# ... when its start-up is at most this share of the run's time so far (what a restart really
+# costs is more: the target's lazily built state goes too, e.g. pygments' compiled lexers: the turn
+# after a restart ran a third of the executions of the turn before it, measured)
+_DICT_RESTART_COST = 0.02
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 # libFuzzer's (and Atheris's own) unit timer counts wall time, stopped time included: after a
 # turn's SIGSTOP it would call any unit a time-out. "Off" is a day (-timeout=0 is not off: Atheris
