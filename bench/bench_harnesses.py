@@ -61,6 +61,8 @@ HARNESSES: dict[str, tuple[str, bool]] = {
     "fuzz_simplejson": ("simplejson", False),
     "fuzz_networkx_graphml": ("networkx", False),
     "fuzz_networkx_graph6": ("networkx", False),
+    "fuzz_wave": ("wave", False),  # the demo's parsers (examples/parsers), as Atheris harnesses
+    "fuzz_zipfile": ("zipfile", False),
 }
 EXECS_GOAL, LINES_GOAL, MEDIAN_GOAL, ENGINE_SHARE_GOAL, ENGINE_HARNESSES_GOAL = 0.9, 1.0, 1.3, 0.10, 3
 WORKERS = 2
@@ -179,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=float, default=90.0, help="seconds per run (default %(default)s)")
     p.add_argument("--harnesses", nargs="*", choices=list(HARNESSES), help="default: all")
+    p.add_argument("--results", default="harnesses",
+                   help="name of the result files under bench/results (runs at once need their own)")
     p.add_argument("--variants", action="store_true",
                    help="instead: Atheris alone with -use_value_profile=1, with the RegEx/str hooks, and plain")
     args = p.parse_args(argv)
@@ -214,10 +218,11 @@ def main(argv: list[str] | None = None) -> None:
                          f"{lines_ratio:.2f}", f"{hybrid['engine_share']:.0%}", len(h["exceptions"]),
                          len(a["exceptions"]), f"{hybrid['wall_s']}/{atheris['wall_s']}", load])
             print(" | ".join(str(x) for x in rows[-1]), flush=True)
-            _report(args.budget, rows, runs, load_before, final=name == names[-1])  # partial results kept
+            _report(args.budget, rows, runs, load_before, final=name == names[-1], name=args.results)  # partial kept
 
 
-def _report(budget_s: float, rows: list[list[Any]], runs: dict[str, Any], load_before: str, *, final: bool) -> None:
+def _report(budget_s: float, rows: list[list[Any]], runs: dict[str, Any], load_before: str, *, final: bool,
+            name: str = "harnesses") -> None:
     """Goals met/missed over the harnesses run so far; the table, JSON and verdict written."""
     load_after = uptime()
     execs = {n: r["execs_ratio"] for n, r in runs.items()}
@@ -241,9 +246,9 @@ def _report(budget_s: float, rows: list[list[Any]], runs: dict[str, Any], load_b
     extra = {"budget_s": budget_s, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "complete": final, "load_before": load_before, "load_after": load_after, "median_lines_ratio": median,
              "goals": [{"goal": g, "met": met, "figures": f} for g, met, f in goals], "runs": runs}
-    text = save("harnesses", headers, rows, extra)
+    text = save(name, headers, rows, extra)
     verdict = "\n".join(f"{'MET   ' if met else 'MISSED'} {g}: {f}" for g, met, f in goals)
-    (RESULTS / "harnesses.md").write_text(f"{text}\n\n{verdict}\n\nload average before {load_before}, "
+    (RESULTS / f"{name}.md").write_text(f"{text}\n\n{verdict}\n\nload average before {load_before}, "
                                           f"after {load_after}\n")
     if final:
         print(text)

@@ -304,9 +304,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "suspend_s": (10.0, _float(0)),
         "max_execs_per_s": (100000.0, _float(1)),
         "new_edges_per_exec": (1024, _int(1)),
-        "max_new_edges_per_result": (4096, _int(1)),
+        "max_new_edges_per_result": (32768, _int(1)),
         "new_edges_per_s": (512.0, _float(0)),
-        "new_edges_burst": (8192, _int(1)),
+        "new_edges_burst": (32768, _int(1)),
         "max_pending_claims": (16, _int(1)),
     },
     "faults": {

@@ -13,17 +13,21 @@ its target that its rank has not acknowledged yet (a rank acknowledges by a comm
 as a ``protocol.fuzzslice`` spec.
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
-rate of first-found edges per busy second decides, clamped to [0.5, 0.97] (0.5 until both stages
-have run for a while): an engine that finds nothing gets 3% of the workers' time, one that finds
-much at most half. Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
+recent rate of first-found edges per busy second decides (both figures decay by e^-1 per 60 busy
+seconds of both stages), squared and normalized, clamped to [0.5, 0.97] (0.9 until both stages have run for a while): an
+engine that finds nothing gets 3% of the workers' time, one that finds much at most half.
+Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
 rank once less of the budget is left than the engine's mean task takes (that task would be
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
-at a time while the engine has work, so its other dispatch slots keep the engine's queue moving.
+at a time while the engine has work; its other dispatch slots take engine tasks only while the
+fuzz stage is not behind its share (a worker runs its WORK in order: an engine task queued behind
+every turn would give the engine a turn's worth of tasks whatever the share).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +43,13 @@ from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 # The fuzz share: the engine's goes down to 3% where it finds nothing, and never above half (its
 # first-found edges per second overrate it: docs/benchmarks.md, "OSS-Fuzz harnesses", pygments).
 _AUTO_MIN, _AUTO_MAX = 0.5, 0.97
+_AUTO_WARMUP = 0.9  # the share until both stages have run for a while: the engine gets 10% to be judged
 _AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trusts the rates ...
 _AUTO_WARMUP_RESULTS = 3  # ... and results of each
+# The rates "auto" compares are recent ones: each stage's first-found edges and busy seconds
+# decay by e^(-1) per this many busy seconds of both stages together, so neither stage's early
+# burst (the fuzz stage's first turn, the engine's first runs of the seeds) decides for good.
+_AUTO_MEMORY_S = 60.0
 _MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
 _MAX_SPEC_BYTES = 4 << 20  # corpus bytes per slice (WORK messages stay far below the 16 MiB limit)
 
@@ -79,6 +88,8 @@ class HybridPlan:
     _acked: dict[tuple[Rank, str], tuple[int, int]] = field(default_factory=dict)
     _slices: dict[str, _SliceInfo] = field(default_factory=dict)  # work_id -> slice in flight
     _seq: int = 0
+    _recent: dict[EngineSpec, list[float]] = field(default_factory=dict)  # stage -> [edges, busy], decayed
+    _seen: dict[EngineSpec, tuple[int, float]] = field(default_factory=dict)  # (edges, busy) last folded in
 
     @classmethod
     def from_config(cls, cfg: Any) -> HybridPlan:
@@ -138,11 +149,30 @@ class HybridPlan:
         if self.share_setting != "auto":
             return float(self.share_setting)
         fz, cc = self.figures[self.fuzz_stage], self.figures[self.corpus_stage]
+        self._fold_recent()
         if min(fz.results, cc.results) < _AUTO_WARMUP_RESULTS or fz.busy_s + cc.busy_s < _AUTO_WARMUP_S:
-            return 0.5
-        fz_rate = (fz.edges_first + 1) / fz.busy_s
-        cc_rate = (cc.edges_first + 1) / cc.busy_s
-        return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate / (fz_rate + cc_rate)))
+            return _AUTO_WARMUP
+        (fz_edges, fz_busy), (cc_edges, cc_busy) = self._recent[self.fuzz_stage], self._recent[self.corpus_stage]
+        fz_rate = (fz_edges + 1) / max(fz_busy, 1e-3)
+        cc_rate = (cc_edges + 1) / max(cc_busy, 1e-3)
+        # Squared: the rates are marginal ones, measured at the current split; the better stage
+        # gets more than its proportion (1:6 gives the engine 3%, not 14%; 1:1 half each).
+        return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate ** 2 / (fz_rate ** 2 + cc_rate ** 2)))
+
+    def _fold_recent(self) -> None:
+        """Fold what both stages added since the last call into their decayed figures."""
+        stages = (self.fuzz_stage, self.corpus_stage)
+        added = {}
+        for stage in stages:
+            f = self.figures[stage]
+            edges, busy = self._seen.get(stage, (0, 0.0))
+            added[stage] = (max(0, f.edges_first - edges), max(0.0, f.busy_s - busy))
+            self._seen[stage] = (f.edges_first, f.busy_s)
+        decay = math.exp(-sum(busy for _, busy in added.values()) / _AUTO_MEMORY_S)
+        for stage in stages:
+            recent = self._recent.setdefault(stage, [0.0, 0.0])
+            recent[0] = recent[0] * decay + added[stage][0]
+            recent[1] = recent[1] * decay + added[stage][1]
 
     def pick(self, rank: Rank, scheduler: Scheduler, budget_left_s: float | None = None) -> WorkItem | None:
         """The next work item for a free slot of ``rank``: an engine task or a fuzz slice.
@@ -156,6 +186,8 @@ class HybridPlan:
             return self._make_slice(rank) if held < 1 else None
         if held < 1 and (self._fuzz_behind() or self._engine_too_long(budget_left_s)):
             return self._make_slice(rank)
+        if held and self._fuzz_behind():
+            return None  # an engine task queued behind the turn would run next, whatever the share
         return scheduler.pop()
 
     def _engine_too_long(self, budget_left_s: float | None) -> bool:

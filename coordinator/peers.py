@@ -53,9 +53,9 @@ class PeerPolicy:
     suspend_s: float = 10.0
     max_execs_per_s: float = 100_000.0
     new_edges_per_exec: int = 1024
-    max_new_edges_per_result: int = 4096
+    max_new_edges_per_result: int = 32768
     new_edges_per_s: float = 512.0
-    new_edges_burst: int = 8192
+    new_edges_burst: int = 32768
     max_pending_claims: int = 16  # unconfirmed crash/hang claims per rank
 
     @classmethod

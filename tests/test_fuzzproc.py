@@ -93,6 +93,7 @@ def test_a_stopped_process_burns_no_cpu_and_resumes(tmp_path):
     ex = FuzzExecutor(workdir=str(tmp_path))
     try:
         _turn(ex, [b"abc"])
+        ex.pause()  # (the wrapper's call once the turn's inputs are traced)
         pid = _pid(ex)
         deadline = time.monotonic() + 2.0  # SIGSTOP takes effect when the kernel next sees it
         while _state(pid) != "T" and time.monotonic() < deadline:
@@ -107,6 +108,47 @@ def test_a_stopped_process_burns_no_cpu_and_resumes(tmp_path):
     finally:
         ex.close()
     assert not os.path.exists(f"/proc/{pid}") or _state(pid) == "Z"  # close() ended it
+
+
+def test_the_process_runs_on_while_its_kept_inputs_are_traced(tmp_path):
+    """After a turn that kept inputs the process goes on fuzzing (the real tracer measures
+    those inputs meanwhile: the core has room for both); what it runs then is in the next
+    answer, and the executor the worker uses stops it once the tracing is done."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        first = _turn(ex, [b"abc"])
+        assert first.stats["fuzz_kept"] > 0
+        pid = _pid(ex)
+        (live,) = ex._lives.values()
+        count = live.count()
+        time.sleep(0.5)
+        assert live.count() > count and _state(pid) != "T"  # running on
+        ex.pause()
+        deadline = time.monotonic() + 2.0
+        while _state(pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(pid) == "T"
+        ran_on = live.count() - count
+        second = _turn(ex, slice_s=0.5)
+        assert second.execs >= ran_on > 0  # its executions after the answer are counted
+    finally:
+        ex.close()
+    traced = fuzz_executor.executor()  # the worker's executor: the real tracer around the turns
+    try:
+        traced.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"abc",), ())), TARGET, 1,
+                          {"slice_s": 2.0, "exec_timeout_s": 0.5}))
+        deadline = time.monotonic() + 120
+        while (outcome := traced.wait(0.05)) is None:
+            assert time.monotonic() < deadline, "the turn did not end"
+        assert outcome.stats["fuzz_kept"] > 0 and outcome.stats["trace_execs"] > 0
+        (live,) = traced.inner._lives.values()
+        assert live.proc is not None
+        deadline = time.monotonic() + 2.0
+        while _state(live.proc.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(live.proc.pid) == "T"  # stopped once its inputs were traced
+    finally:
+        traced.close()
 
 
 def _state(pid: int) -> str:

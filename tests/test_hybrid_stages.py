@@ -179,16 +179,52 @@ def test_plan_modes():
     assert _plan("hybrid", share=0.0).pick(r, _scheduler(1)).stage == ""
 
 
+def _ran(plan: HybridPlan, stage: Stage, busy_s: float, edges: int, results: int = 1) -> None:
+    f = plan.figures[stage]
+    f.busy_s, f.edges_first, f.results = f.busy_s + busy_s, f.edges_first + edges, f.results + results
+
+
 def test_plan_auto_share_follows_productivity():
     plan = _plan("hybrid")
-    assert plan.share() == 0.5
-    plan.figures[Stage.FUZZ].busy_s = plan.figures[Stage.CONCOLIC].busy_s = 20.0
-    assert plan.share() == 0.5  # too few results of each stage yet
-    plan.figures[Stage.FUZZ].results = plan.figures[Stage.CONCOLIC].results = 3
-    plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 900, 10
+    assert plan.share() == 0.9  # nothing ran yet: the engine gets a tenth, to be judged
+    _ran(plan, Stage.FUZZ, 20.0, 0, 0)
+    _ran(plan, Stage.CONCOLIC, 20.0, 0, 0)
+    assert plan.share() == 0.9  # too few results of each stage yet
+    _ran(plan, Stage.FUZZ, 0.0, 900, 3)
+    _ran(plan, Stage.CONCOLIC, 0.0, 10, 3)
     assert plan.share() == 0.97  # an engine that finds (almost) nothing: 3% of the time
-    plan.figures[Stage.FUZZ].edges_first, plan.figures[Stage.CONCOLIC].edges_first = 10, 900
+    _ran(plan, Stage.FUZZ, 20.0, 10)
+    _ran(plan, Stage.CONCOLIC, 20.0, 5000)
     assert plan.share() == 0.5  # the engine finds much more: at most half the time
+
+
+def test_plan_auto_share_follows_recent_finds():
+    """An engine whose finds dried up loses its share although its early finds outnumber the
+    fuzz stage's: the rates compared are recent ones."""
+    plan = _plan("hybrid")
+    _ran(plan, Stage.FUZZ, 10.0, 100, 3)
+    _ran(plan, Stage.CONCOLIC, 10.0, 5000, 3)  # the seeds' first runs: a burst
+    assert plan.share() == 0.5
+    for _ in range(60):  # then: the fuzz stage keeps finding a little, the engine nothing
+        _ran(plan, Stage.FUZZ, 9.0, 20)
+        _ran(plan, Stage.CONCOLIC, 1.0, 0)
+        plan.share()
+    cumulative = (101 / plan.figures[Stage.FUZZ].busy_s) / (5001 / plan.figures[Stage.CONCOLIC].busy_s)
+    assert cumulative < 0.1  # by the whole run's rates the engine would still get half
+    assert plan.share() > 0.9
+
+
+def test_engine_tasks_wait_while_the_fuzz_stage_is_behind():
+    """A rank that holds a turn gets no engine task behind it while the fuzz stage is behind its
+    share (the worker would run that task next, whatever the share); once ahead, it does."""
+    r = Rank(1)
+    plan = _plan("hybrid", share=0.9)
+    s = _scheduler(5)
+    plan.figures[Stage.FUZZ].busy_s, plan.figures[Stage.CONCOLIC].busy_s = 50.0, 20.0
+    assert plan.pick(r, s).stage == "fuzz"
+    assert plan.pick(r, s) is None and len(s) == 5  # behind (60 of 80 s): the engine waits
+    plan.figures[Stage.FUZZ].busy_s = 200.0  # ahead of 90%
+    assert plan.pick(r, s).stage == ""
 
 
 def test_slices_carry_deltas_acknowledged_by_commit():

@@ -14,7 +14,7 @@ meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG w
 traceback) and its executions. An aborted turn only stops the process: what it found is in the
 next turn's answer. New dictionary tokens go into the dictionary file, which libFuzzer reads at
 start only: a turn restarts the process (same corpus) once 8 new tokens have come and its
-start-up was under 5% of its run so far.
+start-up was under 2% of its run so far.
 
 A Python exception or CPU time-out is caught inside the process (it goes on). What Python cannot
 catch ends it: a native crash or out of memory (libFuzzer writes its artifact), or a native hang,
@@ -60,7 +60,10 @@ _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitK
                    "timeout": ExitKind.HANG}
 _MAX_RESULT_BYTES = 4 << 20  # kept inputs per RESULT (the rest go in the next turn's)
 _DICT_RESTART_TOKENS = 8  # new dictionary tokens worth a restart ...
-_DICT_RESTART_COST = 0.05  # ... when its start-up is at most this share of the run's time so far
+# ... when its start-up is at most this share of the run's time so far (what a restart really
+# costs is more: the target's lazily built state goes too, e.g. pygments' compiled lexers: the turn
+# after a restart ran a third of the executions of the turn before it, measured)
+_DICT_RESTART_COST = 0.02
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 # libFuzzer's (and Atheris's own) unit timer counts wall time, stopped time included: after a
 # turn's SIGSTOP it would call any unit a time-out. "Off" is a day (-timeout=0 is not off: Atheris
@@ -137,6 +140,7 @@ class _Live:
     startup_s: float = 0.0  # this run's start-up: launch to first execution
     launch_tokens: int = 0  # dictionary tokens this run was started with
     runs: int = 0
+    cpu_answered: float = 0.0  # the child's CPU at the last answer (it may run on until paused)
 
     @property
     def corpus(self) -> Path:
@@ -205,13 +209,16 @@ class FuzzExecutor:
         except ValueError as exc:
             self._ready = Outcome(ExitKind.ERROR, error=f"bad fuzz slice: {exc}")
             return
+        self.pause()  # the last turn's process, still running on after its answer
         live = self._last = self._live(task.target)
+        self._pause(live)
         self._add_tokens(live, spec.tokens)
         self._import(live, spec.entries)
         turn = self._turn = _Turn(task, options, live, time.monotonic())
         if live.proc is not None and self._dictionary_due(live, turn.started):
             log.info("fuzz.restarted", target=task.target, reason="dictionary", tokens=len(live.tokens))
-            self._end(live)  # stopped right after its last answer: nothing of it is unreported
+            turn.execs += live.count() - live.reported  # what it ran after its last answer
+            self._end(live)  # the inputs it kept meanwhile are in the corpus folder: the next answer's
         if live.proc is None:
             self._launch(turn)
         else:
@@ -254,6 +261,14 @@ class FuzzExecutor:
         self._ready = None
         if turn is not None and turn.live.proc is not None:
             self._pause(turn.live)
+        self.pause()
+
+    def pause(self) -> None:
+        """Stop the process of the last turn, which runs on after its answer (while the real
+        tracer measures the inputs it kept, the core has room for it): before anything else runs
+        on this worker (the wrapper below calls this once the tracing is done)."""
+        if self._turn is None and self._last is not None:
+            self._pause(self._last)
 
     def close(self) -> None:
         self._turn = None
@@ -332,7 +347,7 @@ class FuzzExecutor:
         turn.runs += 1
         log.info("fuzz.started", target=turn.task.target, pid=live.proc.pid, run=live.runs,
                  corpus=sum(1 for _ in os.scandir(live.corpus)))
-        turn.cpu_mark = 0.0
+        turn.cpu_mark = live.cpu_answered = 0.0
         try:
             live.proc.send(wire.RunTask(Task(turn.task.token, turn.task.work_id, b"", turn.task.target,
                                              options=options), tuple(sys.path)))
@@ -350,7 +365,7 @@ class FuzzExecutor:
     def _resume(self, turn: _Turn) -> None:
         live = turn.live
         assert live.proc is not None
-        turn.cpu_mark = _cpu_s(live.proc.pid)
+        turn.cpu_mark = live.cpu_answered  # CPU it used after the last answer counts in this turn
         self._mark_progress(live, time.monotonic())
         self._signal(live, signal.SIGCONT)
 
@@ -474,10 +489,11 @@ class FuzzExecutor:
         self._turn = None
         live, opts = turn.live, turn.options
         if live.proc is not None:
-            self._pause(live)
+            self._pause(live)  # while its corpus folder is read (libFuzzer's writes are not atomic)
             turn.execs += live.count() - live.reported
             live.reported = live.count()
-            turn.cpu_s += max(0.0, _cpu_s(live.proc.pid) - turn.cpu_mark)
+            live.cpu_answered = _cpu_s(live.proc.pid)
+            turn.cpu_s += max(0.0, live.cpu_answered - turn.cpu_mark)
         hangs_list = live.found / "hangs.list"
         if hangs_list.exists():  # inputs that hung cost their time-out at every corpus load
             for sha1 in hangs_list.read_text().split():
@@ -510,7 +526,12 @@ class FuzzExecutor:
             detail_path.unlink(missing_ok=True)
             found += 1
         candidates.extend(turn.artifacts)
+        log.info("fuzz.turn", target=turn.task.target, wall_s=round(time.monotonic() - turn.started, 3),
+                 cpu_s=round(turn.cpu_s, 3), execs=turn.execs, startup_s=round(turn.startup_s, 3), kept=kept,
+                 findings=found + len(turn.artifacts), restarts=turn.restarts)
         status = ExitKind.ERROR if turn.error and turn.execs == 0 and not candidates else ExitKind.OK
+        if live.proc is not None and kept:
+            self._signal(live, signal.SIGCONT)  # runs on while they are traced; pause() stops it
         stats = {"fuzz_turns": 1, "fuzz_runs": turn.runs, "fuzz_restarts": turn.restarts,
                  "fuzz_kept": kept, "fuzz_findings": found + len(turn.artifacts),
                  "fuzz_startup_ms": int(turn.startup_s * 1000),
@@ -522,7 +543,23 @@ class FuzzExecutor:
 
 def executor() -> Executor:
     """The WORK executor "fuzz": turns of long-lived Atheris processes, their inputs measured by
-    the real tracer."""
+    the real tracer while the process runs on."""
     from symfence.worker.executors.traced import TracedExecutor
 
-    return TracedExecutor(FuzzExecutor(), trace_input=False)
+    class TracedTurns(TracedExecutor):
+        """Stops the fuzzing process once the inputs of its turn are traced (or the turn ends
+        otherwise): it runs on during the tracing, a process of its own beside the tracer."""
+
+        inner: FuzzExecutor
+
+        def wait(self, timeout_s: float) -> Outcome | None:
+            outcome = super().wait(timeout_s)
+            if outcome is not None:
+                self.inner.pause()
+            return outcome
+
+        def abort(self) -> None:
+            super().abort()
+            self.inner.pause()
+
+    return TracedTurns(FuzzExecutor(), trace_input=False)
