@@ -5,8 +5,9 @@ One command from a repository with a harness: every file of the repository that 
 SEEDS... -max_total_time=BUDGET`` does, one after another, from the corpus folder
 ``CORPUS/<harness stem>/`` (kept in the repository or a CI cache) and the seeds and dictionary
 found beside the harness, with the repository's ``src/`` and root on the import path and the
-engine following the standard-library parsers the code imports. ``--config FILE`` runs a campaign config instead (its targets, its seeds, the budget as
-``campaign.duration_s``), from the repository root. Each unique crash is then replayed in a fresh
+engine following the standard-library parsers the code imports. ``--config FILE`` runs a
+campaign config instead (its targets, its seeds, the budget as ``campaign.duration_s``), from the
+repository root. Each unique crash is then replayed in a fresh
 interpreter on the plain target, first on the checked-out code (a crash that does not reproduce
 there is listed as *flaky*), then on the base revision (``--base REF``: a ``git worktree`` of it,
 the same harness file): a crash whose identity (docs/triage.md) the base also shows is *known*,
@@ -110,14 +111,11 @@ class CrashReport:
 
     @property
     def command(self) -> str:
-        """How a developer reproduces it from the repository root."""
-        def rel(p: Path) -> str:
-            return shlex.quote(os.path.relpath(p))
-
-        repro = rel(self.reproducer) if self.reproducer else "INPUT"
-        if self.target.harness is not None:
-            return f"python {rel(self.target.harness)} {repro}"
-        return f"pytest {repro}"
+        """How a developer reproduces it from the repository root: the regression test itself (the
+        plugin replays it with the harness's import path, whatever the harness's layout)."""
+        if self.reproducer is None:
+            return "symfence replay OUT"
+        return f"pytest -q {shlex.quote(os.path.relpath(self.reproducer))}"
 
     @property
     def where(self) -> str:
@@ -410,8 +408,10 @@ def run_ci(args) -> int:  # noqa: ANN001 - argparse.Namespace
         out_root = Path(args.out).resolve() if args.out else root / "out" / "ci"
         folder = Path(args.regressions).resolve() if args.regressions else root / regressions.DEFAULT_FOLDER
         sarif_path = Path(args.sarif).resolve() if args.sarif else out_root / "symfence.sarif"
-        if args.base:
-            _git(root, "rev-parse", "--verify", "--quiet", args.base + "^{commit}")
+        if args.base and subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
+                                         args.base + "^{commit}"], capture_output=True).returncode:
+            raise CiError(f"--base {args.base}: not a commit of this repository (fetch it first:"
+                          " e.g. actions/checkout with fetch-depth: 0)")
     except CiError as exc:
         print(f"symfence ci: {exc}", file=sys.stderr)
         return EXIT_USAGE

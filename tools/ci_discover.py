@@ -118,9 +118,10 @@ def constant_tokens(source: bytes) -> list[bytes]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
+    scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+                  if isinstance(n, scopes) and n.body and isinstance(n.body[0], ast.Expr)
+                  and isinstance(n.body[0].value, ast.Constant)}
     tokens: list[bytes] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Constant) or id(node) in docstrings:
