@@ -1,8 +1,11 @@
 """`symfence ci` (tools/ci.py): new vs known crashes against a base revision, SARIF, regression files.
 
-The end-to-end test builds a git repository in tmp whose base has an older bug and whose
-pull-request commit adds a new one; the corpus folder the repository keeps holds inputs that reach
-both (CI replays its corpus first), so each campaign stops on ``--max-crashes`` instead of a budget.
+The end-to-end test builds a git repository in tmp with a src layout (``src/mylib``), its harness
+in ``fuzz/`` (a FuzzedDataProvider, no ``__main__`` block), a base commit with an older bug and a
+pull-request commit adding a new one; the corpus folder the repository keeps holds inputs that
+reach both (a campaign replays its corpus first), so each campaign stops on ``--max-crashes``
+instead of a budget. The three runs (the pull request, the base against itself, a batch run) go
+side by side, then pytest before and after the fix, side by side too.
 """
 
 from __future__ import annotations
@@ -43,8 +46,6 @@ def parse(data):
     _new_check(data)
 ''')
 HARNESS = '''\
-import sys
-
 import atheris
 
 with atheris.instrument_imports():
@@ -52,12 +53,8 @@ with atheris.instrument_imports():
 
 
 def TestOneInput(data):
-    mylib.parse(data)
-
-
-if __name__ == "__main__":
-    atheris.Setup(sys.argv, TestOneInput)
-    atheris.Fuzz()
+    fdp = atheris.FuzzedDataProvider(data)
+    mylib.parse(fdp.ConsumeBytes(len(data)))
 '''
 
 
@@ -80,8 +77,10 @@ def _make_repo(path: Path) -> Path:
     _git(path, "init", "-q", "-b", "main")
     _git(path, "config", "user.email", "ci@example.com")
     _git(path, "config", "user.name", "ci")
-    (path / "mylib.py").write_text(LIB_BASE)
-    (path / "fuzz_mylib.py").write_text(HARNESS)
+    (path / "src" / "mylib").mkdir(parents=True)
+    (path / "src" / "mylib" / "__init__.py").write_text(LIB_BASE)
+    (path / "fuzz").mkdir()
+    (path / "fuzz" / "fuzz_mylib.py").write_text(HARNESS)
     corpus = path / "fuzz-corpus" / "fuzz_mylib"
     corpus.mkdir(parents=True)
     for name, data in (("a", b"hello"), ("b", b"O-older"), ("c", b"N-newer")):
@@ -89,19 +88,20 @@ def _make_repo(path: Path) -> Path:
     _git(path, "add", "-A")
     _git(path, "commit", "-qm", "base: the parser (with an old bug)")
     _git(path, "tag", "base")
-    (path / "mylib.py").write_text(LIB_PR)
+    (path / "src" / "mylib" / "__init__.py").write_text(LIB_PR)
     _git(path, "commit", "-qam", "pr: a new check (a new bug)")
     return path
 
 
-def _ci(repo: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([*SYMFENCE, "ci", "--budget", "60", "--max-crashes", "2", "-n", "2", *args],
+def _ci(repo: Path, *args: str, crashes: int = 2) -> subprocess.Popen:
+    return subprocess.Popen([*SYMFENCE, "ci", "--budget", "60", "--max-crashes", str(crashes), "-n", "2",
+                             *args],
                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _pytest(repo: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          cwd=repo, capture_output=True, text=True, timeout=120)
+def _pytest(repo: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.heavy
@@ -112,18 +112,23 @@ def test_ci_reports_only_the_new_crash_and_keeps_it_as_a_failing_test(tmp_path: 
     _git(tmp_path, "clone", "-q", str(repo), str(on_base))
     _git(on_base, "checkout", "-q", "base")
     _git(tmp_path, "clone", "-q", str(repo), str(nightly))
-    # Side by side: the pull request against its base, the base against itself, a batch run.
-    pr, base, batch = _ci(repo, "--base", "base"), _ci(on_base, "--base", "base"), _ci(nightly, "--batch")
+    # Side by side: the pull request against its base, the base against itself (one bug: it stops
+    # on it), a batch run.
+    pr, base = _ci(repo, "--base", "base"), _ci(on_base, "--base", "base", crashes=1)
+    batch = _ci(nightly, "--batch")
     pr_out, pr_err = pr.communicate(timeout=200)
     base_out, base_err = base.communicate(timeout=200)
     batch_out, batch_err = batch.communicate(timeout=200)
     assert pr.returncode == ci.EXIT_NEW, pr_out + pr_err
+    assert "symfence ci: harness fuzz/fuzz_mylib.py (the one file" in pr_out, pr_out
     new = [line for line in pr_out.splitlines() if line.startswith("NEW")]
     known = [line for line in pr_out.splitlines() if line.startswith("KNOWN")]
-    assert len(new) == 1 and "KeyError @ mylib._new_check" in new[0] and "mylib.py:8" in new[0], pr_out
+    assert len(new) == 1 and "KeyError @ mylib._new_check" in new[0], pr_out
+    assert "src/mylib/__init__.py:8" in new[0], pr_out
     assert len(known) == 1 and "ValueError @ mylib._old_check" in known[0], pr_out
-    assert "reproduce: python fuzz_mylib.py tests/fuzz_regressions/fuzz_mylib/crash-" in pr_out
+    assert "reproduce: pytest -q tests/fuzz_regressions/fuzz_mylib/crash-" in pr_out
     assert base.returncode == ci.EXIT_OK, base_out + base_err
+    assert [line for line in base_out.splitlines() if line.startswith("KNOWN")], base_out
     assert not [line for line in base_out.splitlines() if line.startswith("NEW")], base_out
     assert not (on_base / "tests").exists()
 
@@ -132,7 +137,7 @@ def test_ci_reports_only_the_new_crash_and_keeps_it_as_a_failing_test(tmp_path: 
     (result,) = doc["runs"][0]["results"]
     assert result["ruleId"].startswith("KeyError @ mylib._new_check")
     top = result["locations"][0]["physicalLocation"]
-    assert top["artifactLocation"]["uri"] == "mylib.py" and top["region"]["startLine"] == 8
+    assert top["artifactLocation"]["uri"] == "src/mylib/__init__.py" and top["region"]["startLine"] == 8
     repro = result["relatedLocations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert repro.startswith("tests/fuzz_regressions/fuzz_mylib/crash-")
     assert (repo / repro).read_bytes().startswith(b"N")
@@ -145,13 +150,19 @@ def test_ci_reports_only_the_new_crash_and_keeps_it_as_a_failing_test(tmp_path: 
     kept = sorted(p.read_bytes() for p in (nightly / "fuzz-corpus" / "fuzz_mylib").iterdir())
     assert kept and b"N-newer" not in kept and b"O-older" not in kept, kept
 
-    # The regression file fails a plain pytest run until the bug is fixed, then passes.
-    failing = _pytest(repo)
-    assert failing.returncode == 1 and "1 failed" in failing.stdout, failing.stdout + failing.stderr
-    assert "KeyError" in failing.stdout
-    (repo / "mylib.py").write_text(LIB_PR.replace('raise KeyError("new bug")', "return"))
-    passing = _pytest(repo)
-    assert passing.returncode == 0 and "1 passed" in passing.stdout, passing.stdout + passing.stderr
+    # The regression file fails a plain pytest run until the bug is fixed, then passes (the fixed
+    # code in a copy of the repository, both runs side by side). The package is not installed: the
+    # regression folder's target.json names src/ for it.
+    fixed = tmp_path / "fixed"
+    shutil.copytree(repo, fixed, ignore=shutil.ignore_patterns("out", ".git"))
+    fix = LIB_PR.replace('raise KeyError("new bug")', "return")
+    (fixed / "src" / "mylib" / "__init__.py").write_text(fix)
+    failing, passing = _pytest(repo), _pytest(fixed)
+    failing_out, failing_err = failing.communicate(timeout=120)
+    passing_out, passing_err = passing.communicate(timeout=120)
+    assert failing.returncode == 1 and "1 failed" in failing_out, failing_out + failing_err
+    assert "KeyError" in failing_out
+    assert passing.returncode == 0 and "1 passed" in passing_out, passing_out + passing_err
 
 
 def test_sarif_of_a_crash_is_valid_sarif_2_1_0(tmp_path: Path) -> None:

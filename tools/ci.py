@@ -1,10 +1,13 @@
 """`symfence ci`: fuzz a repository's harnesses for a budget, then report only new, reproducible crashes.
 
-One command from a repository with a harness: every ``fuzz_*.py`` the repository tracks (or the
-harness files named) runs as ``symfence run fuzz_x.py CORPUS -max_total_time=BUDGET`` does, one
-after another, from the corpus folder ``CORPUS/<harness stem>/`` (kept in the repository or a CI
-cache). ``--config FILE`` runs a campaign config instead (its targets, its seeds, the budget as
-``campaign.duration_s``), from the repository root. Each unique crash is then replayed in a fresh
+One command from a repository with a harness: every file of the repository that defines
+``TestOneInput`` (or the harness files named; ``ci_discover``) runs as ``symfence run fuzz_x.py
+SEEDS... -max_total_time=BUDGET`` does, one after another, from the corpus folder
+``CORPUS/<harness stem>/`` (kept in the repository or a CI cache) and the seeds and dictionary
+found beside the harness, with the repository's ``src/`` and root on the import path and the
+engine following the standard-library parsers the code imports. ``--config FILE`` runs a
+campaign config instead (its targets, its seeds, the budget as ``campaign.duration_s``), from the
+repository root. Each unique crash is then replayed in a fresh
 interpreter on the plain target, first on the checked-out code (a crash that does not reproduce
 there is listed as *flaky*), then on the base revision (``--base REF``: a ``git worktree`` of it,
 the same harness file): a crash whose identity (docs/triage.md) the base also shows is *known*,
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from symfence.tools import regressions, sarif
+from symfence.tools import ci_discover, regressions, sarif
 from symfence.tools.campaign_dir import CampaignDir, CampaignDirError, SavedInput
 
 EXIT_OK = 0
@@ -66,15 +69,20 @@ class FuzzTarget:
     harness: Path | None = None  # the harness file, for a drop-in run
 
     @classmethod
-    def of_harness(cls, harness: Path) -> FuzzTarget:
-        return cls(harness.stem, regressions.RegressionTarget(f"{harness.stem}:TestOneInput",
-                                                              harness.resolve().parent), harness)
+    def of_harness(cls, harness: Path, also: tuple[Path, ...] = ()) -> FuzzTarget:
+        folder = harness.resolve().parent
+        return cls(harness.stem, regressions.RegressionTarget(
+            f"{harness.stem}:TestOneInput", folder, tuple(p for p in also if p != folder)), harness)
 
     def on(self, root: Path, base: Path) -> FuzzTarget:
         """The same target in the base revision's worktree ``base``."""
-        path = base / self.spec.path.resolve().relative_to(root.resolve())
+        def there(p: Path) -> Path:
+            return base / p.resolve().relative_to(root.resolve())
+
+        path = there(self.spec.path)
         harness = path / self.harness.name if self.harness else None
-        return FuzzTarget(self.name, regressions.RegressionTarget(self.spec.target, path), harness)
+        spec = regressions.RegressionTarget(self.spec.target, path, tuple(there(p) for p in self.spec.also))
+        return FuzzTarget(self.name, spec, harness)
 
     def exists(self) -> bool:
         if self.harness is not None:
@@ -103,14 +111,11 @@ class CrashReport:
 
     @property
     def command(self) -> str:
-        """How a developer reproduces it from the repository root."""
-        def rel(p: Path) -> str:
-            return shlex.quote(os.path.relpath(p))
-
-        repro = rel(self.reproducer) if self.reproducer else "INPUT"
-        if self.target.harness is not None:
-            return f"python {rel(self.target.harness)} {repro}"
-        return f"pytest {repro}"
+        """How a developer reproduces it from the repository root: the regression test itself (the
+        plugin replays it with the harness's import path, whatever the harness's layout)."""
+        if self.reproducer is None:
+            return "symfence replay OUT"
+        return f"pytest -q {shlex.quote(os.path.relpath(self.reproducer))}"
 
     @property
     def where(self) -> str:
@@ -130,12 +135,6 @@ def _git(root: Path, *args: str) -> str:
 
 def repo_root(start: Path) -> Path:
     return Path(_git(start, "rev-parse", "--show-toplevel").strip())
-
-
-def find_harnesses(root: Path) -> list[Path]:
-    """The tracked ``fuzz_*.py`` files of the repository (libFuzzer/OSS-Fuzz naming)."""
-    names = _git(root, "ls-files", "*fuzz_*.py").split()
-    return [root / n for n in sorted(names) if Path(n).name.startswith("fuzz_")]
 
 
 @contextmanager
@@ -159,21 +158,43 @@ class Job:
 
     name: str  # its folder under --out and under --corpus
     targets: tuple[FuzzTarget, ...]
-    config: Path | None = None  # a config run; None: the one harness's drop-in run
+    config: Path | None = None  # a config run; None: the one harness's run
+    setup: ci_discover.HarnessSetup | None = None  # a harness run: its seeds, dict, paths, parsers
 
-    def argv(self, corpus: Path, out: Path, budget_s: float, ranks: int | None) -> list[str]:
-        argv = [sys.executable, "-m", "symfence", "run"]
-        if self.config is None:
-            harness = self.targets[0].harness
-            assert harness is not None
-            argv.append(str(harness))
-            if corpus.is_dir() and any(corpus.iterdir()):
-                argv.append(str(corpus))
-            argv += [f"-max_total_time={budget_s:g}"]
-        else:
-            argv.append(str(budgeted_config(self.config, out, budget_s)))
-        argv += ["--out", str(out), "--no-status"]
+    def argv(self, out: Path, budget_s: float, ranks: int | None) -> list[str]:
+        config = (budgeted_config(self.config, out, budget_s) if self.config is not None
+                  else harness_config(self, out, budget_s))
+        argv = [sys.executable, "-m", "symfence", "run", str(config), "--out", str(out), "--no-status"]
         return argv + (["--ranks", str(ranks)] if ranks else [])
+
+    def env(self) -> dict[str, str]:
+        """The campaign's environment: the harness's import path first on ``PYTHONPATH``."""
+        paths = [str(p) for p in self.setup.import_path] if self.setup else []
+        old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
+        return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, *old])} if paths else dict(os.environ)
+
+
+def harness_config(job: Job, out: Path, budget_s: float) -> Path:
+    """The config of a harness's campaign, as ``symfence run HARNESS.py SEEDS... -max_total_time=B
+    -dict=D`` writes it (``D``: the harness's dictionary and its source tokens), plus the stdlib
+    parsers the engine follows; written into ``out``."""
+    from symfence.coordinator.dropin import collect_seeds, parse, render
+
+    setup = job.setup
+    assert setup is not None
+    argv = ["run", str(setup.harness), f"-max_total_time={budget_s:g}"]
+    out.mkdir(parents=True, exist_ok=True)
+    dictionary = setup.write_dictionary(out / "ci.dict")
+    if dictionary is not None:
+        argv.append(f"-dict={dictionary}")
+    _, tables, _ = parse(argv)
+    if collect_seeds(setup.unpack_seeds(out / "seed-zips"), out / "seeds"):
+        tables["campaign"]["seeds"] = str((out / "seeds").resolve())
+    if setup.instrument:
+        tables.setdefault("concolic", {})["instrument"] = list(setup.instrument)
+    path = out / "harness.toml"
+    path.write_text(render(tables))
+    return path
 
 
 def budgeted_config(config: Path, out: Path, budget_s: float) -> Path:
@@ -214,14 +235,14 @@ def config_job(root: Path, config: Path) -> Job:
                                              regressions.RegressionTarget(t, root)) for t in targets), config)
 
 
-def fuzz(job: Job, corpus: Path, out: Path, budget_s: float, ranks: int | None,
+def fuzz(job: Job, out: Path, budget_s: float, ranks: int | None,
          max_crashes: int = 0) -> int:
     """One campaign (``symfence run``) in a child process, stopped (SIGINT: the campaign's own
     clean stop) once ``max_crashes`` unique crashes are saved."""
-    argv = job.argv(corpus, out, budget_s, ranks)
+    argv = job.argv(out, budget_s, ranks)
     print(f"symfence ci: fuzzing {job.name} for {budget_s:g} s -> {out}", flush=True)
     quiet = not os.environ.get("SYMFENCE_CI_VERBOSE")
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL if quiet else None)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL if quiet else None, env=job.env())
     stopped = False
     while proc.poll() is None:
         if max_crashes and not stopped and _saved_crashes(out) >= max_crashes:
@@ -294,7 +315,7 @@ def judge(root: Path, job: Job, out: Path, base: Path | None, folder: Path | Non
 
 def grow_corpus(job: Job, out: Path, corpus: Path) -> int:
     """``symfence cmin`` of the campaign's corpus into ``corpus`` (replacing it); entries kept."""
-    paths = [str(t.spec.path) for t in job.targets]
+    paths = list(dict.fromkeys(str(p) for t in job.targets for p in t.spec.paths))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory(prefix="symfence-cmin-") as tmp:
         kept = Path(tmp) / "kept"
@@ -327,34 +348,70 @@ def summary(reports: list[CrashReport]) -> str:
     return "\n".join(lines)
 
 
-def _jobs(root: Path, args) -> list[Job]:  # noqa: ANN001
+def _jobs(root: Path, args, corpus_root: Path) -> list[Job]:  # noqa: ANN001
+    """The campaigns to run, each announced in one line (which harness, found how, from what)."""
     if args.config:
         if args.harnesses:
             raise CiError("give harness files or --config, not both")
         return [config_job(root, Path(args.config).resolve())]
-    harnesses = [Path(h).resolve() for h in args.harnesses] or find_harnesses(root)
+    named = [Path(h).resolve() for h in args.harnesses]
+    try:
+        harnesses = named or ci_discover.find_harnesses(root)
+        for h in harnesses:
+            ci_discover.check_harness(h)
+    except ci_discover.DiscoveryError as exc:
+        raise CiError(str(exc)) from None
     if not harnesses:
-        raise CiError(f"{root}: no harness (name one, or track a fuzz_*.py file)")
+        raise CiError(f"no harness in {root}: no Python file of the repository defines TestOneInput(data)"
+                      " at its top level (an Atheris harness); name one (symfence ci path/to/fuzz_x.py)"
+                      " or give a campaign config (symfence ci --config FILE)")
+    stems: dict[str, Path] = {}
     for h in harnesses:
-        if not h.is_file():
-            raise CiError(f"{h}: no such harness file")
         if not h.is_relative_to(root):
             raise CiError(f"{h}: not in the repository {root}")
-    return [Job(h.stem, (FuzzTarget.of_harness(h),)) for h in harnesses]
+        if h.stem in stems:
+            raise CiError(f"two harnesses are both module {h.stem!r} ({_rel(stems[h.stem], root)},"
+                          f" {_rel(h, root)}): name the one to fuzz (symfence ci {_rel(h, root)})")
+        stems[h.stem] = h
+    listed = ", ".join(_rel(h, root) for h in harnesses)
+    if named:
+        print(f"symfence ci: harness {listed} (named)")
+    elif len(harnesses) == 1:
+        print(f"symfence ci: harness {listed} (the one file of the repository defining TestOneInput)")
+    else:
+        print(f"symfence ci: {len(harnesses)} harnesses (files defining TestOneInput), each fuzzed for"
+              f" --budget {args.budget:g} s, one after another: {listed}; to fuzz only some, name them"
+              f" (symfence ci {_rel(harnesses[0], root)})")
+    sources = ci_discover.python_files(root)
+    jobs = []
+    for h in harnesses:
+        setup = ci_discover.setup(root, h, corpus_root / h.stem, sources)
+        print(f"symfence ci: {_rel(h, root)}: {setup.describe(root)}")
+        jobs.append(Job(h.stem, (FuzzTarget.of_harness(h, setup.import_path),), setup=setup))
+    return jobs
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def run_ci(args) -> int:  # noqa: ANN001 - argparse.Namespace
     try:
         root = repo_root(Path.cwd())
-        jobs = _jobs(root, args)
         if args.budget <= 0:
             raise CiError(f"--budget {args.budget:g}: must be > 0")
         corpus_root = Path(args.corpus).resolve() if args.corpus else root / "fuzz-corpus"
+        jobs = _jobs(root, args, corpus_root)
         out_root = Path(args.out).resolve() if args.out else root / "out" / "ci"
         folder = Path(args.regressions).resolve() if args.regressions else root / regressions.DEFAULT_FOLDER
         sarif_path = Path(args.sarif).resolve() if args.sarif else out_root / "symfence.sarif"
-        if args.base:
-            _git(root, "rev-parse", "--verify", "--quiet", args.base + "^{commit}")
+        if args.base and subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
+                                         args.base + "^{commit}"], capture_output=True).returncode:
+            raise CiError(f"--base {args.base}: not a commit of this repository (fetch it first:"
+                          " e.g. actions/checkout with fetch-depth: 0)")
     except CiError as exc:
         print(f"symfence ci: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -363,7 +420,7 @@ def run_ci(args) -> int:  # noqa: ANN001 - argparse.Namespace
         out = out_root / job.name
         if out.exists():
             shutil.rmtree(out)
-        code = fuzz(job, corpus_root / job.name, out, args.budget, args.ranks, args.max_crashes)
+        code = fuzz(job, out, args.budget, args.ranks, args.max_crashes)
         if not (out / "campaign.json").exists():
             print(f"symfence ci: the campaign of {job.name} failed (exit {code}); see {out}", file=sys.stderr)
             failed = True

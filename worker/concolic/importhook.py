@@ -42,6 +42,10 @@ _NEVER_MODEL = {"sys", "builtins", "gc", "_imp", "marshal", "_thread", "_weakref
                 "itertools", "_functools", "_collections", "_abc", "posix", "nt", "_signal",
                 "faulthandler", "_warnings", "atexit", "errno", "time", "_operator"}
 _models: dict[str, types.ModuleType | None] = {}
+# C accelerators of pure-Python stdlib code: an instrumented module importing them gets a model
+# without these names, so ``from _json import scanstring`` fails and it runs (and the engine
+# follows) its Python fallback, as it does on an interpreter without the C module.
+_ACCELERATORS = {"_json": ("scanstring", "make_scanner")}
 
 
 def _copy_module(module: types.ModuleType) -> types.ModuleType:
@@ -77,6 +81,10 @@ def model_module(name: str) -> types.ModuleType | None:
         model = re_model(module, _copy_module)
     elif name == "atheris" and module is not None:
         model = _atheris_model(module)
+    elif name in _ACCELERATORS and module is not None:
+        model = _copy_module(module)  # without its C fast paths: the module falls back to its Python code
+        for attr in _ACCELERATORS[name]:
+            model.__dict__.pop(attr, None)
     elif module is not None and _is_c_module(name, module):
         model = _copy_module(module)
         for attr, value in module.__dict__.items():
