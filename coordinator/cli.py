@@ -19,7 +19,7 @@ EXIT_CONFIG = 2
 MPI_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
-def _run_args(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output directory (default: campaign.output from the config)")
     p.add_argument("--resume", action="store_true", help="continue the campaign in an existing output directory")
     p.add_argument("--verbose", action="store_true", help="also print high-volume events on the console")
@@ -116,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def mpi_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m symfence.coordinator", description="one rank of a symfence campaign")
     p.add_argument("--config", required=True)
-    _run_args(p)
+    add_run_options(p)
     args = p.parse_args(argv)
     interrupt.install()  # until the campaign loop (rank 0) or SIG_IGN (workers) takes over
 
@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("config", help="campaign TOML file, e.g. configs/demo.toml; or an Atheris harness"
                      " fuzz_x.py [CORPUS_DIR...] [-max_total_time=N -dict=FILE -timeout=S -rss_limit_mb=M]")
     run.add_argument("-n", "--ranks", type=int, help="MPI world size (default: campaign.ranks)")
-    _run_args(run)
+    add_run_options(run)
     logs = sub.add_parser("logs", help="tail and filter a campaign's JSON logs")
     logs.add_argument("outdir")
     logs.add_argument("--follow", "-f", action="store_true")

@@ -20,6 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from symfence.coordinator.cli import add_run_options
+
 EXIT_USAGE = 2
 
 
@@ -86,12 +88,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
     p = argparse.ArgumentParser(prog="symfence run HARNESS.py", add_help=False)
     p.add_argument("corpus", nargs="*")
     p.add_argument("-n", "--ranks", type=int)
-    p.add_argument("--out")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--verbose", action="store_true")
-    p.add_argument("--no-status", action="store_true")
-    p.add_argument("--show-quarantine", action="store_true")
-    p.add_argument("--retry-failed", action="store_true")
+    add_run_options(p)  # the same options as `symfence run CONFIG` (one list: a new one reaches both)
     try:
         args, unknown = p.parse_known_args(rest)
     except SystemExit:

@@ -54,6 +54,21 @@ def test_without_flags_libfuzzer_defaults_and_no_seeds(harness: Path) -> None:
     assert cfg["fuzz.max_len"] == 0 and cfg["campaign.seeds"] == ""
 
 
+def test_a_harness_run_takes_every_option_of_a_config_run(harness: Path) -> None:
+    """One list of run options: each of `symfence run CONFIG`'s reaches `symfence run fuzz_x.py`
+    (the drop-in once kept a copy of the list and lost --store, crashing the launch)."""
+    import argparse
+
+    from symfence.coordinator.cli import add_run_options
+
+    p = argparse.ArgumentParser()
+    add_run_options(p)
+    options = [a.dest for a in p._actions if a.option_strings and a.dest != "help"]
+    args, _, _ = dropin.parse(["run", "fuzz/fuzz_x.py", "--store", "sqlite:/tmp/x.db"])
+    assert args.store == "sqlite:/tmp/x.db"
+    assert all(hasattr(args, name) for name in options), options
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["-runs=10"], "-runs: a libFuzzer flag symfence does not take"),
     (["-max_total_time"], "-max_total_time: needs a value"),
