@@ -188,6 +188,16 @@ def test_sarif_of_a_crash_is_valid_sarif_2_1_0(tmp_path: Path) -> None:
         _validate({**doc, "version": "2.0.0"})
     spec = regressions.RegressionTarget.read(repro.parent)
     assert spec.path == tmp_path.resolve() and spec.target == "fuzz_x:TestOneInput"
+    # --regressions outside the repository: the reproducer is an absolute file URI, not an error
+    outside = tmp_path / "elsewhere"
+    repo_root = tmp_path / "repo"
+    repo_root.mkdir()
+    far = regressions.write(outside, target.name, target.spec, b"\x00bad")
+    doc = sarif.document([ci.CrashReport(target, "ValueError @ lib.parse", ci.Status.NEW, detail, frames,
+                                         b"\x00bad", far)], repo_root)
+    _validate(doc)
+    where = doc["runs"][0]["results"][0]["relatedLocations"][0]["physicalLocation"]["artifactLocation"]
+    assert where == {"uri": far.resolve().as_uri()}
 
 
 def test_ci_outside_a_repository_is_a_usage_error(tmp_path: Path) -> None:

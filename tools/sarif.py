@@ -60,6 +60,16 @@ def _location(frame: SourceFrame) -> dict[str, Any]:
             "message": {"text": f"in {frame.function}"}}
 
 
+def _artifact(path: Path, root: Path) -> tuple[str, dict[str, str]]:
+    """(the path as the log shows it, its SARIF artifactLocation): relative to the repository
+    root when inside it, else an absolute file URI (``--regressions`` may point anywhere)."""
+    full = path.resolve()
+    if full.is_relative_to(root.resolve()):
+        rel = full.relative_to(root.resolve()).as_posix()
+        return rel, {"uri": rel, "uriBaseId": "%SRCROOT%"}
+    return str(full), {"uri": full.as_uri()}
+
+
 def document(crashes: Iterable[Any], root: Path) -> dict[str, Any]:
     """A SARIF log of ``crashes`` (``tools.ci.CrashReport``: identity, target, detail, frames,
     reproducer, command)."""
@@ -76,7 +86,7 @@ def document(crashes: Iterable[Any], root: Path) -> dict[str, Any]:
             "defaultConfiguration": {"level": "error"},
             "helpUri": "https://github.com/symfence/symfence/blob/main/docs/ci.md",
         })
-        repro = c.reproducer.resolve().relative_to(root.resolve()).as_posix() if c.reproducer else ""
+        repro, artifact = _artifact(c.reproducer, root) if c.reproducer else ("", {})
         text = f"{c.target.spec.target}: {last_line(c.detail)} (identity {c.identity})"
         if repro:
             text += f"; reproducer {repro}; reproduce: {c.command}"
@@ -93,7 +103,7 @@ def document(crashes: Iterable[Any], root: Path) -> dict[str, Any]:
         }
         if repro:
             result["relatedLocations"] = [{"id": 0, "physicalLocation": {
-                "artifactLocation": {"uri": repro, "uriBaseId": "%SRCROOT%"}},
+                "artifactLocation": artifact},
                 "message": {"text": "reproducer"}}]
         results.append(result)
     return {
