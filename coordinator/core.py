@@ -26,7 +26,7 @@ frames and silence membership.py's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symfence.coordinator import failpoints
 from symfence.coordinator.afl import AflState
@@ -57,6 +57,9 @@ from symfence.protocol.fence import Verdict, classify_frame
 from symfence.protocol.ids import DispatchToken, Rank, TokenMinter, work_id_for
 from symfence.protocol.messages import Control, ControlKind, Result, Status, Tag
 from symfence.protocol.reasons import Reason
+
+if TYPE_CHECKING:
+    from symfence.coordinator.sharedwork import SharedWork
 
 
 class Core(ClaimsMixin, MembershipMixin):
@@ -111,7 +114,7 @@ class Core(ClaimsMixin, MembershipMixin):
         # gates the commit (park, then its group commit at a turn's end), takes new corpus
         # entries (offer), confirmed findings (new_finding) and says when the work is exhausted.
         # It does IO (the store): with a store, the core is not sans-IO at these four calls.
-        self.shared: Any = None
+        self.shared: SharedWork | None = None
         self.dispatching = False
         self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.stopping = False  # the shell is ending the campaign
@@ -274,9 +277,11 @@ class Core(ClaimsMixin, MembershipMixin):
                 t1 = _ns()
                 hotpath.decode_ns += t1 - t0
             if verdict.reason is Reason.CURRENT:
-                if self.shared is not None and self.shared.park(source, verdict.result):
+                result = verdict.result
+                assert result is not None  # the fence says CURRENT only of a decoded result
+                if self.shared is not None and self.shared.park(source, result):
                     continue  # committed to the shared store first (sharedwork.py), at the turn's end
-                penalties = self._commit(source, verdict.result)  # type: ignore[arg-type]  # ... commit ...
+                penalties = self._commit(source, result)  # ... commit ...
                 if timed:
                     hotpath.commit_ns += _ns() - t1
                 while penalties:  # ... then what its claims cost the sender (peers.py)
