@@ -59,10 +59,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Side by side on two workers (pytest-xdist; tests/conftest.py keeps heavy tests apart), ending with
+# Side by side on two workers (pytest-xdist; tests/conftest.py gives the heavy tests to one worker, one
+# after another, and keeps a module-scoped fixture to one worker), ending with
 # the 15 slowest tests (pyproject.toml's addopts).
 test: lint $(OSTAMP) afl
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

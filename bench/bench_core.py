@@ -61,13 +61,22 @@ def compare(tree: Path, duration: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         _run(tree, ["-m", "bench.bench_compare", "--only", "compare", "--depths", "4",
                     "--duration", str(duration), "--results", tmp], 900)
-        rows = json.loads((Path(tmp) / "compare.json").read_text())["rows"]
+        saved = json.loads((Path(tmp) / "compare.json").read_text())
+    rows, headers = saved["rows"], saved["headers"]
     by = {(r[0], str(r[1])): r for r in rows}
     d4 = by.get(("symfence", "4"), [])
     return {"rps": d4[2] if d4 else "failed", "vs_pool": d4[3] if d4 else "-",
             "vs_farm": d4[4] if d4 else "-", "cpu_us": d4[5] if d4 else "-",
+            "phases_us": dict(zip(headers[6:-3], d4[6:-3], strict=True)) if d4 else {},
             "pool_rps": by.get(("MPIPoolExecutor", "1"), ["", "", "-"])[2],
             "farm_d4_rps": by.get(("bare msgpack farm", "4"), ["", "", "-"])[2]}
+
+
+def _num(text: Any) -> float:
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return float("inf")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--results", type=int, default=5000, help="results per bench_loop run")
     p.add_argument("--compare", action="store_true", help="also bench_compare's real depth-4 campaign rows")
     p.add_argument("--duration", type=float, default=3.0, help="seconds per bench_compare campaign")
+    p.add_argument("--compare-rounds", type=int, default=1,
+                   help="bench_compare runs per tree, interleaved (the median by CPU per result is shown)")
     args = p.parse_args(argv)
     trees = {"base": args.base.resolve(), "head": HEAD}
     got: dict[str, dict[str, Any]] = {n: {"tree": str(t), "loop": {1: [], 8: []}} for n, t in trees.items()}
@@ -88,21 +99,23 @@ def main(argv: list[str] | None = None) -> None:
             for b, us in loop(tree, args.results).items():
                 got[name]["loop"][b].append(us)
             loads.append(_load())
-    if args.compare:
+    for _ in range(args.compare_rounds if args.compare else 0):  # interleaved: base, head, base, head
         for name, tree in trees.items():
-            got[name]["compare"] = compare(tree, args.duration)
+            got[name].setdefault("compares", []).append(compare(tree, args.duration))
             loads.append(_load())
     headers = ["tree", "walk: Python calls", "modules", "moves", "back", "loop CPU us/result, max_batch 1",
                "max_batch 8"] + (["d4 results/s", "vs pool", "vs farm d4", "coord CPU us/result (3 threads)",
-                                  "pool results/s"] if args.compare else [])
+                                  "pool results/s", "pump us/result (each run)"] if args.compare else [])
     rows = []
     for name in trees:
         g, w = got[name], got[name]["walk"]
         row = [name, w["python_calls"], w["modules"], w["moves"], w["back"],
                f"{min(g['loop'][1]):.1f}", f"{min(g['loop'][8]):.1f}"]
         if args.compare:
-            c = g["compare"]
-            row += [c["rps"], c["vs_pool"], c["vs_farm"], c["cpu_us"], c["pool_rps"]]
+            runs = g["compares"]
+            c = sorted(runs, key=lambda r: _num(r["cpu_us"]))[len(runs) // 2]  # the median run by CPU
+            row += [c["rps"], c["vs_pool"], c["vs_farm"], c["cpu_us"], c["pool_rps"],
+                    ", ".join(str(r["phases_us"].get("pump us", "-")) for r in runs)]
         rows.append(row)
     text = save("core", headers, rows, {"trees": got, "loads": loads, "rounds": args.rounds,
                                         "results": args.results, "duration_s": args.duration})

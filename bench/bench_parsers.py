@@ -77,13 +77,17 @@ def run_symfence(tmp: Path, spec: str, executor: str, budget_s: float, cores: in
             "stats": {k: v for k, v in stats.items() if re.search(r"execs|edges|crash|fuzz|concolic|stage", k)}}
 
 
-def run_atheris(tmp: Path, spec: str, budget_s: float, cores: int, *, own_sessions: bool = False) -> dict[str, Any]:
+def run_atheris(tmp: Path, spec: str, budget_s: float, cores: int, *, own_sessions: bool = False,
+                seeds: Path | None = None) -> dict[str, Any]:
     """Atheris alone, ``cores`` processes on one corpus folder. ``own_sessions``: each process in a
     session of its own, as symfence starts its fuzzing processes, so that a side-by-side run on a
-    kernel with autogroup scheduling gives each fuzzing process the same CPU share."""
+    kernel with autogroup scheduling gives each fuzzing process the same CPU share. ``seeds``: a
+    folder whose files start the corpus."""
     corpus, crashes = tmp / "corpus", tmp / "crashes"
     corpus.mkdir(parents=True)
     crashes.mkdir(parents=True)
+    for seed in sorted(seeds.iterdir()) if seeds is not None else ():
+        (corpus / seed.name).write_bytes(seed.read_bytes())
     start = time.time()
     deadline = time.monotonic() + budget_s
     execs, restarts = 0, 0

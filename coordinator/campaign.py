@@ -203,7 +203,7 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             for rank in sorted(self.core.members.alive):  # unreachable from now on
                 self.core.members.fail(rank)
             self.request_stop("MPI pump failed")
-        self._after_turn(self.core.receive([(Rank(m.source), m.tag, m.frame, m.oversized) for m in batch]))
+        self._after_turn(self.core.receive(batch))  # Inbound is the (source, tag, frame, oversized) tuple
 
     def _turn(self) -> None:
         """One more fair turn of what the ranks sent (scheduled while frames wait)."""

@@ -24,9 +24,8 @@ from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.coordinator.verdict import Rejection
 from symfence.protocol.coverage import unpack_trace
 from symfence.protocol.ids import Rank, WorkId, work_id_for
-from symfence.protocol.messages import Result, Status
+from symfence.protocol.messages import RERUN_BOUND, Result, Status
 
-CONFIRM_BOUND = 1 << 31  # beyond any branch count: the engine re-executes and negates nothing
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,8 @@ class Confirmations:
         self.abandoned = 0  # their re-run never finished (attempts used up, or the campaign ended)
 
     def task_for(self, claim: Claim) -> WorkItem:
-        wid = work_id_for(self.executor, claim.target, claim.sha256, CONFIRM_BOUND, self.options)
-        return WorkItem(wid, claim.data, claim.sha256, claim.target, CONFIRM_BOUND,
+        wid = work_id_for(self.executor, claim.target, claim.sha256, RERUN_BOUND, self.options)
+        return WorkItem(wid, claim.data, claim.sha256, claim.target, RERUN_BOUND,
                         avoid=frozenset({claim.source}), kind=WorkKind.CONFIRMATION)
 
     def add(self, claim: Claim, item: WorkItem) -> None:
@@ -102,6 +101,7 @@ class ClaimsMixin:
             self.stats.triage_rejected[Rejection.DUPLICATE_CLAIM.value] += 1
             return
         self.claims.add(claim, task)
+        self._maybe_free.update(r for r in self.workers if r != source)  # its re-run may go beyond a depth
 
     def _confirmed(self, source: Rank, item: WorkItem, result: Result) -> None:
         """The re-run of a claimed crash/hang came back: save the finding if it agrees."""

@@ -45,13 +45,14 @@ from symfence.coordinator.membership import MembershipMixin
 from symfence.coordinator.outputs import FindingClass, finding_class
 from symfence.coordinator.peers import PeerPolicy, Peers
 from symfence.coordinator.refusals import Refusals
-from symfence.coordinator.scheduler import Scheduler, WorkItem
+from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.coordinator.stats import Stats
 from symfence.coordinator.targets import TargetProgress, TargetTracker
 from symfence.coordinator.triage import Triage
 from symfence.coordinator.verdict import Rejection, triage
 from symfence.coordinator.workkinds import KINDS
-from symfence.protocol.codec import Limits, checked_options, encode, encode_work, pack_frames
+from symfence.protocol.codec import (Limits, WorkHead, checked_options, encode, encode_work, encode_work_with,
+                                     pack_frames, work_head)
 from symfence.protocol.coverage import CoverageMap
 from symfence.protocol.fence import Verdict, classify_frame
 from symfence.protocol.ids import DispatchToken, Rank, TokenMinter, work_id_for
@@ -101,7 +102,9 @@ class Core(ClaimsMixin, MembershipMixin):
         self.deadline_s: float = cfg["dispatch.deadline_s"]
         self.executor: str = cfg["campaign.executor"]
         self.options = checked_options(executor_options(cfg))  # checked once, not per WORK
+        self._heads: dict[str, WorkHead] = {}  # per target: its plain WORKs' head, packed once (codec.py)
         self.plan = HybridPlan.from_config(cfg)  # which stage each free slot gets
+        self.plan.clock = clock  # the time engine tasks in flight have had: the core's clock, as everything here
         self.corpus_executor = self.plan.corpus_stage.value  # runs corpus entries' work items
         self.afl = AflState()  # AFL++'s fuzzer_stats/plot_data bookkeeping (carried over --resume)
         self.tmouts = 0  # executions that timed out this run (hang findings, duplicates included)
@@ -214,8 +217,14 @@ class Core(ClaimsMixin, MembershipMixin):
         self.stopping = True
 
     def drain(self) -> list[Effect]:
-        """The end of a campaign: dispatch only claimed crash/hang re-runs from now on."""
+        """The end of a campaign: dispatch only claimed crash/hang re-runs from now on, and ask
+        every rank with work in flight to answer it early (YIELD: a fuzz turn or an engine task
+        answers with what it has, committed in the drain instead of cancelled at the stop)."""
         self.dispatching = False
+        yield_frame = encode(Control(ControlKind.YIELD))
+        for rank in sorted(self.members.alive):
+            if self.inflight.in_flight_count(rank):
+                self._out.append(Send(rank, Tag.CONTROL, yield_frame))
         self._fill()
         return self._take()
 
@@ -305,6 +314,37 @@ class Core(ClaimsMixin, MembershipMixin):
                            + (" (or an injected fault)" if self.refusals.faults_enabled else ""))
         self._garbage(source, size)
 
+    # --- the shared campaign store's answers (issue 29; its IO is sharedwork.py's) -------------------
+
+    def store_settled(self, settled: Iterable[tuple[Rank, Result, str | None]]) -> list[Effect]:
+        """The store's group commit answered for results parked there, in park order: `why` None
+        = committed in the store, so applied here now (the commit BEFORE the local apply); else
+        refused for `why` (`_store_refused`). The senders' penalty points come after every commit
+        of the group (a ban revokes the rest). Returns the effects, as `receive` does."""
+        penalties: list[tuple[Rank, int]] = []
+        for source, result, why in settled:
+            if why is None:
+                penalties.append((source, self._commit(source, result)))
+            else:
+                self._store_refused(source, result, why)
+        for source, points in penalties:
+            for _ in range(points):
+                self._garbage(source)
+        return self._take()
+
+    def _store_refused(self, source: Rank, result: Result, why: str) -> None:
+        """A result whose commit the store refused: nothing of it is applied; its dispatch ends
+        (revoked as `refused`, its slot free), its journal lease goes back to pending (the store
+        gives the item to whoever holds its lease now), and it is quarantined as `stale_lease`,
+        not scored against the sender (a late lease is this coordinator's doing)."""
+        d = self.inflight.revoke(result.token, Revocation.REFUSED)
+        self.stats.refused += 1
+        self._maybe_free.add(source)
+        self.journal.requeue(d.work_id, result.token, Reason.STALE_LEASE.value, charge=False)
+        self.stats.quarantined(Reason.STALE_LEASE)
+        self._out.append(Quarantined(source, Reason.STALE_LEASE, f"the campaign store refused its commit: {why}",
+                                     result.token, result.work_id))
+
     # --- the commit -------------------------------------------------------------------------------
 
     def _commit(self, source: Rank, result: Result) -> int:
@@ -316,6 +356,8 @@ class Core(ClaimsMixin, MembershipMixin):
         st = self.stats
         st.committed += 1
         st.status_counts[result.status._value_] += 1  # (Enum's `value` is a Python-level property)
+        if result.status is Status.ERROR and not st.first_error:  # of any kind (a minimization's too)
+            st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
         self.peers.committed(source)
         now_loop = self.clock()
         elapsed = max(now_loop - d.sent_at, 0.0)
@@ -371,8 +413,6 @@ class Core(ClaimsMixin, MembershipMixin):
         if v.claims_task:
             self._claim(status, item.data, item.sha256, result.error, item, source, found_s)
         elif status is Status.ERROR:
-            if not st.first_error:
-                st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
             self._log("warning", "task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
         for c, trace in v.admitted:
@@ -442,6 +482,8 @@ class Core(ClaimsMixin, MembershipMixin):
             free = self.peers.capacity(rank, depth) - self.inflight.occupied(rank) if rank in alive else 0
             if free <= 0:
                 maybe_free.discard(rank)
+                if len(claims) and free == 0 and rank in alive:
+                    self._rerun_beyond_depth(rank, depth)
                 continue
             view = self.scheduler.for_rank(rank, fns.get(rank) or self._elsewhere_of(rank))
             frames: list[bytes] = []
@@ -466,6 +508,21 @@ class Core(ClaimsMixin, MembershipMixin):
                 maybe_free.discard(rank)
         if t0:
             self.hotpath.dispatch_ns += _ns() - t0
+
+    def _rerun_beyond_depth(self, rank: Rank, depth: int) -> None:
+        """A full rank takes one claimed crash's re-run beyond its depth: the worker runs it
+        ahead of its queue and ends a fuzz turn early for it (protocol.messages.RERUN_BOUND), so
+        a find is confirmed in about a second instead of after the turns already queued. Not on
+        probation (capacity 1) nor while the rank may still hold a revoked dispatch (it may be
+        stuck), and one at a time: it adds at most one slot."""
+        inflight = self.inflight
+        if self.peers.capacity(rank, depth) != depth or inflight.held_count(rank) \
+                or any(inflight.get(t).item.kind is WorkKind.CONFIRMATION  # type: ignore[union-attr]
+                       for t in inflight.tokens_of(rank)):
+            return
+        item = self.claims.queue.pop_for(rank, self._elsewhere_of(rank))
+        if item is not None:
+            self._out.append(Send(rank, Tag.WORK, self._dispatch(rank, item)))
 
     def _elsewhere_of(self, rank: Rank) -> Callable[[WorkItem], bool]:
         """Whether a rank other than `rank` that an item has not failed on could take it (made once per rank)."""
@@ -494,15 +551,18 @@ class Core(ClaimsMixin, MembershipMixin):
             failpoints.hit("dispatch")
         version, delta = self.coverage.delta_since(self.worker_cov_version.get(rank, 0))
         self.worker_cov_version[rank] = version
-        options: Any
-        if handler.plain:
-            executor, options = self.corpus_executor, self.options
-        else:
-            executor, options = handler.work(self, item, now)
         self.stats.dispatched += 1
         if item.attempts:
             self._log("info", "task.redispatched", work_id=item.work_id[:16], attempt=item.attempts + 1,
                       worker=rank, token=token[:16])
+        if handler.plain:  # the corpus executor's WORK: its head's bytes, then this dispatch's fields
+            head = self._heads.get(item.target)
+            if head is None:
+                head = self._heads[item.target] = work_head(self.corpus_executor, item.target, self.options,
+                                                            self.deadline_s)
+            return encode_work_with(head, token, item.work_id, item.data, item.sha256, item.bound, version, delta,
+                                    item.attempts + 1)
+        executor, options = handler.work(self, item, now)
         return encode_work(token, item.work_id, item.data, item.sha256, executor, item.target, item.bound,
                            options, self.deadline_s, version, delta, item.attempts + 1)  # (no Work built)
 

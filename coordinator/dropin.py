@@ -57,8 +57,10 @@ LIBFUZZER_FLAGS: dict[str, tuple[Callable[[str], Any], tuple[tuple[str, str], ..
 }
 # What libFuzzer does without flags, where symfence's own default differs: gradual length
 # control (short inputs first: executions several times faster on a text parser than the
-# fixed 4096-byte inputs of fuzz.max_len's default).
-LIBFUZZER_DEFAULTS: dict[tuple[str, str], Any] = {("fuzz", "max_len"): 0}
+# fixed 4096-byte inputs of fuzz.max_len's default). And -max_total_time ends the run near that
+# time: at the budget's end the drain waits at most 2 s for in-flight tasks (a claimed crash is
+# re-run in that time; an engine task still running is cancelled), not the config default's 10 s.
+LIBFUZZER_DEFAULTS: dict[tuple[str, str], Any] = {("fuzz", "max_len"): 0, ("dispatch", "drain_timeout_s"): 2.0}
 
 
 class UsageError(Exception):

@@ -21,16 +21,20 @@ rank once less of the budget is left than the engine's mean task takes (that tas
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
 at a time while the engine has work; its other dispatch slots take engine tasks only while the
 fuzz stage is not behind its share (a worker runs its WORK in order: an engine task queued behind
-every turn would give the engine a turn's worth of tasks whatever the share).
+every turn would give the engine a turn's worth of tasks whatever the share). Engine tasks in
+flight count in the share at the time they have had so far (``clock``): a task that runs long
+(25-30 s at load where most take a second, measured) is the engine's time while it runs, not
+only once its result is committed; a cancelled one (at the budget's end) never is.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from symfence.coordinator.config import native_slices_on
 from symfence.coordinator.engines import ENGINES, MODES, EngineSpec, Slices, Stage, TargetKind
@@ -90,6 +94,10 @@ class HybridPlan:
     _seq: int = 0
     _recent: dict[EngineSpec, list[float]] = field(default_factory=dict)  # stage -> [edges, busy], decayed
     _seen: dict[EngineSpec, tuple[int, float]] = field(default_factory=dict)  # (edges, busy) last folded in
+    clock: Callable[[], float] = time.monotonic
+    _engine: dict[str, tuple[Rank, float]] = field(default_factory=dict)  # engine task in flight -> (rank, sent)
+    _engine_held: dict[Rank, int] = field(default_factory=dict)  # rank -> its entries in _engine
+    _engine_sent_sum: float = 0.0  # of the send times in _engine: their running time without a scan
 
     @classmethod
     def from_config(cls, cfg: Any) -> HybridPlan:
@@ -186,9 +194,42 @@ class HybridPlan:
             return self._make_slice(rank) if held < 1 else None
         if held < 1 and (self._fuzz_behind() or self._engine_too_long(budget_left_s)):
             return self._make_slice(rank)
-        if held and self._fuzz_behind():
+        if held and self._behind_after_engine_task():
             return None  # an engine task queued behind the turn would run next, whatever the share
-        return scheduler.pop()
+        item = scheduler.pop()
+        if item is not None:
+            self._engine_sent(rank, item.work_id)
+        return item
+
+    # -- engine tasks in flight -------------------------------------------------------------------
+
+    def _engine_sent(self, rank: Rank, work_id: str) -> None:
+        self.engine_ended(work_id)  # (sent again before its end was told: one entry, at the end)
+        now = self.clock()
+        self._engine[work_id] = (rank, now)  # in send order: the first entry is the oldest
+        self._engine_sent_sum += now
+        held = self._engine_held[rank] = self._engine_held.get(rank, 0) + 1
+        if held > 2 * max(self.depth, 1):  # a rank holds at most `depth`: an end never told
+            self.engine_ended(next(w for w, (r, _) in self._engine.items() if r == rank))
+
+    def engine_ended(self, work_id: str) -> None:
+        """An engine task's dispatch ended (committed, revoked or cancelled)."""
+        entry = self._engine.pop(work_id, None)
+        if entry is None:
+            return
+        rank, sent = entry
+        self._engine_sent_sum = self._engine_sent_sum - sent if self._engine else 0.0
+        held = self._engine_held[rank] - 1
+        if held:
+            self._engine_held[rank] = held
+        else:
+            del self._engine_held[rank]
+
+    def _engine_running_s(self) -> float:
+        """The time the engine's tasks in flight have had so far (their results not committed)."""
+        if not self._engine:
+            return 0.0
+        return max(0.0, len(self._engine) * self.clock() - self._engine_sent_sum)
 
     def _engine_too_long(self, budget_left_s: float | None) -> bool:
         """Near the end of the budget, an engine task of the usual length would be cancelled
@@ -196,14 +237,27 @@ class HybridPlan:
         cc = self.figures[self.corpus_stage]
         if budget_left_s is None or cc.results < _AUTO_WARMUP_RESULTS:
             return False
-        return budget_left_s < cc.busy_s / cc.results
+        # a task running longer than the mean already is one to expect (the first is the oldest)
+        longest = self.clock() - next(iter(self._engine.values()))[1] if self._engine else 0.0
+        return budget_left_s < max(cc.busy_s / cc.results, longest)
 
     def _fuzz_behind(self) -> bool:
         fz, cc = self.figures[self.fuzz_stage], self.figures[self.corpus_stage]
         in_flight = len(self._slices) * float(self.fuzz_options["slice_s"])
-        total = fz.busy_s + cc.busy_s + in_flight
+        total = fz.busy_s + cc.busy_s + self._engine_running_s() + in_flight
         share = self.share()
         return share > 0 and fz.busy_s + in_flight <= share * total
+
+    def _behind_after_engine_task(self) -> bool:
+        """Whether the fuzz stage would be behind its share after one more engine task of the
+        usual length (in-flight slices count at their full length: without the task's own,
+        the engine got a task behind every turn)."""
+        fz, cc = self.figures[self.fuzz_stage], self.figures[self.corpus_stage]
+        task_s = cc.busy_s / cc.results if cc.results else float(self.fuzz_options["slice_s"])
+        in_flight = len(self._slices) * float(self.fuzz_options["slice_s"])
+        share = self.share()
+        engine_s = cc.busy_s + self._engine_running_s()
+        return share > 0 and fz.busy_s + in_flight < share * (fz.busy_s + engine_s + in_flight + task_s)
 
     # -- fuzz slices --------------------------------------------------------------------------
 

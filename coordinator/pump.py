@@ -1,15 +1,23 @@
 """The MPI pump: the one thread that touches MPI on the coordinator, bridging it to asyncio.
 
-It drains `Improbe`/`Mrecv` into bytes, posts queued `Isend`s, tests outstanding send
-requests, backs off when idle (yield first, then sleep; woken at once when a send is queued),
-and hands received messages to the event loop in batches (docs/design.md, "Pipelining"). At
+Each wake-up it posts every queued send (`Isend` of the frame's bytes), tests the outstanding
+ones, receives every message waiting (`Improbe` then `Recv` into a bytearray of the probed size,
+at most `batch`), and hands them to the event loop as one batch of `Inbound` tuples (what
+`Core.receive` takes, built without a Python call). When a wake-up finds nothing it sleeps with
+exponential back-off (`poll_cap_s`) on a **bell**: a lock that `send` releases only while the
+pump sleeps, so a queued send wakes it at once and a send while it is awake costs one attribute
+read, not an `Event.set`. It does not yield-spin: measured with `bench/bench_pump.py` (real
+`mpiexec`, 1 + 3 ranks, depth 4) the spins were ~4.5 empty polls per frame and most of the
+pump's CPU, while the loop's replies ring the bell anyway. The discard communicators (below)
+are drained when the main one has nothing, before a sleep. (docs/design.md, "Pipelining".) At
 most one hand-over is pending at a time: batches drained while the loop has not yet taken the
 previous one wait beside it, so the loop is woken (`call_soon_threadsafe`, a pipe write) once
 per hand-over, not once per drain. Each drained batch is still delivered as its own batch, in
 order: frames are fenced in the order the drains received them (a frame matched before another
-rank's later frame is judged first, as tests/test_mpi_faults.py's misrouted results need). The pump keeps probing meanwhile (not probing while
-the loop is slow delays matching, and a synchronous sender waiting on that match times out:
-measured with tests/test_mpi_faults.py under load).
+rank's later frame is judged first, as tests/test_mpi_faults.py's misrouted results need). The
+pump keeps probing meanwhile (not probing while the loop is slow delays matching, and a
+synchronous sender waiting on that match times out: measured with tests/test_mpi_faults.py
+under load). A rank that never receives leaves its sends outstanding, never blocks the pump.
 
 Under an MPI with ULFM (Open MPI's `mpiexec --with-ft ulfm`), a dead peer makes
 `Improbe(ANY_SOURCE)` raise ERR_PROC_FAILED (and `Testsome` ERR_IN_STATUS for a send to it).
@@ -29,16 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import threading
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from mpi4py import MPI
 
-from symfence.protocol.backoff import Backoff, spins_for_host
+from symfence.protocol.backoff import Backoff
 
 
+ANY_SOURCE, ANY_TAG, BYTE = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.BYTE
 FAILURE_CLASSES = frozenset({MPI.ERR_PROC_FAILED, MPI.ERR_PROC_FAILED_PENDING, MPI.ERR_REVOKED})
 SINK_BYTES = 1 << 16
 
@@ -86,8 +93,9 @@ class FailedRanks:
         return new
 
 
-@dataclass(frozen=True, slots=True)
-class Inbound:
+class Inbound(NamedTuple):
+    """One drained frame, as the core takes it (`Core.receive`): a plain tuple, built in C."""
+
     source: int
     tag: int
     frame: bytes
@@ -117,11 +125,17 @@ class Pump(threading.Thread):
         self.batch = batch
         self.max_frame_bytes = max_frame_bytes
         self.discard = discard
-        self.backoff = Backoff(cap_s=poll_cap_s, spins=spins_for_host())  # no spinning when ranks outnumber cores
+        self.backoff = Backoff(cap_s=poll_cap_s, spins=0)  # sleeps on the bell at once: no yield-spin  # no spinning when ranks outnumber cores
         self._outbox: collections.deque[tuple[int, int, bytes]] = collections.deque()
         self._inbox: collections.deque[list[Inbound]] = collections.deque()  # drained batches the loop has not taken
         self._handover_pending = False  # a `_hand_over` call is scheduled on the loop
-        self._wake = threading.Event()
+        # The pump sleeps on `_bell` (a lock held while nobody rings) with the back-off's timeout;
+        # `send` rings it only while `_sleeping`: no Event and no wake-up per queued send.
+        self._bell = threading.Lock()
+        self._bell.acquire()
+        self._sleeping = False
+        self._status = MPI.Status()
+        self._sink: Sink  # an MPI datatype: made by `_run`, on the pump thread
         self._stopping = False
         self.error: BaseException | None = None
         # Counters read by the loop thread for stats (ints: torn reads are harmless).
@@ -136,7 +150,14 @@ class Pump(threading.Thread):
 
     def send(self, dest: int, tag: int, frame: bytes) -> None:
         self._outbox.append((dest, tag, frame))
-        self._wake.set()
+        if self._sleeping:  # the pump checks the outbox after setting this: no send is missed
+            self._ring()
+
+    def _ring(self) -> None:
+        try:
+            self._bell.release()
+        except RuntimeError:  # already rung, not yet heard
+            pass
 
     def _hand_over(self) -> None:
         """On the loop thread: take every frame received so far and deliver it as one batch."""
@@ -156,7 +177,7 @@ class Pump(threading.Thread):
     def stop(self, timeout_s: float = 5.0) -> None:
         """Flush queued sends, then end the thread (receiving stops too)."""
         self._stopping = True
-        self._wake.set()
+        self._ring()
         self.join(timeout_s)
 
     # --- the pump thread --------------------------------------------------------------------------
@@ -175,9 +196,10 @@ class Pump(threading.Thread):
         if new:
             self.loop.call_soon_threadsafe(self.on_failed, new)
 
-    def _drain_side(self, sink: Sink, status: MPI.Status) -> bool:
-        """Receive and drop whatever is waiting on the discard communicators (bounded per turn)."""
-        got = False
+    def _drain_side(self) -> bool:
+        """Receive and drop whatever is waiting on the discard communicators (bounded per call;
+        called when the main communicator has nothing, before the pump sleeps)."""
+        sink, status, got = self._sink, self._status, False
         for comm in self.discard:
             for _ in range(self.batch):
                 try:
@@ -195,82 +217,93 @@ class Pump(threading.Thread):
         return got
 
     def _run(self) -> None:
-        comm, outbox, dead = self.comm, self._outbox, self.failed.dead
+        comm, outbox, dead, inbound = self.comm, self._outbox, self.failed.dead, self._inbound
+        self._sink = Sink()
         requests: list[MPI.Request] = []  # outstanding sends, and the frames they send from
         frames: list[bytes] = []
-        status = MPI.Status()
-        sink = Sink()
+        backoff, bell = self.backoff, self._bell
         slept = False
         while True:
             progressed = False
-            while outbox:
-                dest, tag, frame = outbox.popleft()
+            if outbox:  # every send queued since the last wake-up, posted at once
                 progressed = True
-                if dest in dead:
-                    self.dropped_to_dead += 1
-                    continue
-                try:
-                    requests.append(comm.Isend([frame, MPI.BYTE], dest, tag))
-                    frames.append(frame)
-                    self.frames_out += 1
-                except MPI.Exception as exc:
-                    self._failure(exc)
-            if requests:
-                try:
-                    done = MPI.Request.Testsome(requests)
-                except MPI.Exception as exc:
-                    # A send to a dead peer failed. mpi4py loses the indices but nulls every
-                    # completed request (ok or failed): those are done.
-                    self._failure(exc, frozenset({MPI.ERR_IN_STATUS}))
-                    done = [i for i, r in enumerate(requests) if not r]
-                if done:
-                    if len(done) == len(requests):
-                        requests, frames = [], []
-                    else:
-                        gone = set(done)
-                        keep = [i for i in range(len(requests)) if i not in gone]
-                        requests, frames = [requests[i] for i in keep], [frames[i] for i in keep]
-                    progressed = True
-            batch: list[Inbound] = []
-            # After a sleep the first probe may miss a message that arrived meanwhile: probe twice.
-            for _ in range(2 if slept else 1):
-                while len(batch) < self.batch:
+                isend, posted = comm.Isend, 0
+                for _ in range(len(outbox)):
+                    dest, tag, frame = outbox.popleft()
+                    if dest in dead:
+                        self.dropped_to_dead += 1
+                        continue
                     try:
-                        msg = comm.Improbe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
-                    except MPI.Exception as exc:  # a peer died (ULFM): note, ack, probe on
+                        requests.append(isend(frame, dest, tag))
+                        frames.append(frame)
+                        posted += 1
+                    except MPI.Exception as exc:
                         self._failure(exc)
-                        continue
-                    if msg is None:
-                        break
-                    size = frame_size(status)
-                    source, tag = status.Get_source(), status.Get_tag()
-                    if size < 0 or size > self.max_frame_bytes:
-                        sink.drain(msg, size if size >= 0 else 1 << 40)
-                        self.oversized_frames += 1
-                        self.oversized_bytes += max(size, 0)
-                        batch.append(Inbound(source, tag, b"", oversized=size))
-                        continue
-                    buf = bytearray(size)
-                    msg.Recv([buf, MPI.BYTE])
-                    batch.append(Inbound(source, tag, bytes(buf)))
-                if batch:
-                    break
-            progressed |= self._drain_side(sink, status)
+                self.frames_out += posted
+            if requests:
+                requests, frames = self._test_sends(requests, frames)
+            batch = inbound(slept)  # after a sleep the first probe may miss a message: probe twice
             if batch:
                 self.frames_in += len(batch)
-                self.bytes_in += sum(len(b.frame) for b in batch)
                 self._post(batch)
                 progressed = True
+            elif self.discard:  # nothing on the main communicator (before each sleep): the side channel
+                progressed = self._drain_side() or progressed
             if self._stopping and not outbox and not requests:
                 return
             slept = False
             if progressed:
-                self.backoff.reset()
+                backoff.reset()
                 continue
-            delay = self.backoff.next_delay()
-            if delay == 0.0:
-                os.sched_yield()
-            else:
-                self._wake.wait(delay)
-                self._wake.clear()
+            self._sleeping = True  # from here on `send` rings the bell
+            if not outbox and not self._stopping:  # (the back-off has no spins: always a sleep)
+                bell.acquire(timeout=backoff.next_delay())  # a ring (a queued send) ends it at once
                 slept = True
+            self._sleeping = False
+
+    def _test_sends(self, requests: list[MPI.Request], frames: list[bytes]) -> tuple[list[MPI.Request], list[bytes]]:
+        """Drop the completed sends (and the frames they were sent from)."""
+        try:
+            done = MPI.Request.Testsome(requests)
+        except MPI.Exception as exc:
+            # A send to a dead peer failed. mpi4py loses the indices but nulls every
+            # completed request (ok or failed): those are done.
+            self._failure(exc, frozenset({MPI.ERR_IN_STATUS}))
+            done = [i for i, r in enumerate(requests) if not r]
+        if not done:
+            return requests, frames
+        if len(done) == len(requests):
+            return [], []
+        gone = set(done)
+        keep = [i for i in range(len(requests)) if i not in gone]
+        return [requests[i] for i in keep], [frames[i] for i in keep]
+
+    def _inbound(self, twice: bool) -> list[Inbound]:
+        """Receive every message waiting (at most `batch`): one `Improbe` and one `Recv` per frame."""
+        comm, status, limit, cap = self.comm, self._status, self.batch, self.max_frame_bytes
+        improbe, count, new = comm.Improbe, status.Get_count, tuple.__new__
+        batch: list[Inbound] = []
+        for _ in range(2 if twice else 1):
+            while len(batch) < limit:
+                try:
+                    msg = improbe(ANY_SOURCE, ANY_TAG, status)
+                except MPI.Exception as exc:  # a peer died (ULFM): note, ack, probe on
+                    self._failure(exc)
+                    continue
+                if msg is None:
+                    break
+                size = count(BYTE)
+                if 0 <= size <= cap:
+                    buf = bytearray(size)
+                    msg.Recv(buf)
+                    self.bytes_in += size
+                    batch.append(new(Inbound, (status.source, status.tag, bytes(buf), 0)))
+                    continue
+                size = frame_size(status)
+                self._sink.drain(msg, size if size >= 0 else 1 << 40)
+                self.oversized_frames += 1
+                self.oversized_bytes += max(size, 0)
+                batch.append(Inbound(status.source, status.tag, b"", oversized=size))
+            if batch:
+                break
+        return batch

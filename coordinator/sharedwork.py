@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import structlog
 
-from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.journal import NewEntry
 from symfence.coordinator.journal.records import WorkState
 from symfence.coordinator.scheduler import WorkItem as LocalItem
@@ -216,20 +215,22 @@ class SharedWork:
                 self._quarantine(source, result, Reason.STALE, "revoked before its commit")
         sent = [(lease, self._outcome(result, execs)) for _, result, lease, execs in live if lease is not None]
         answers = iter(self._commit_batch(sent) if sent else ())
-        penalties: list[tuple[Rank, int]] = []
+        settled: list[tuple[Rank, Result, str | None]] = []  # (source, result, why refused or None)
         for source, result, lease, _ in live:
             answer = next(answers) if lease is not None else None
             if answer is not None and answer.committed:
-                self.held.pop(lease.work_id, None)
+                self.held.pop(lease.work_id, None)  # type: ignore[union-attr]  # (answered: a lease)
                 self.committed += 1
-                penalties.append((source, self.c._commit(source, result)))
+                settled.append((source, result, None))
             else:
                 why = "no lease held (never leased here)" if answer is None else \
                     answer.reason.value if answer.reason is not None else "store unavailable"
-                self._refuse(source, result, lease, why)
-        for source, points in penalties:  # after every commit of the frame (a ban revokes the rest)
-            for _ in range(points):
-                self.c._garbage(source)
+                if lease is not None and self.held.get(lease.work_id) == lease:
+                    del self.held[lease.work_id]
+                self.lost.pop(result.work_id, None)
+                self.refused[why] += 1
+                settled.append((source, result, why))
+        self.c._apply(self.c.core.store_settled(settled))  # the local apply, after the store's commit
         self._push_offers_safely()
         self._refill_safely()
 
@@ -258,20 +259,6 @@ class SharedWork:
             except ValueError:
                 pass  # the verdict counts it (bad_trace)
         return Outcome(status=result.status.value, coverage=edges, counters={"results": 1, "execs": int(execs)})
-
-    def _refuse(self, source: Rank, result: Result, lease: Lease | None, why: str) -> None:
-        """A result whose commit the store refused: its dispatch ends (revoked as `refused`), the
-        local journal's lease goes back to pending, and it is quarantined as `stale_lease`."""
-        c = self.c
-        d = c.inflight.revoke(result.token, Revocation.REFUSED)
-        c.stats.refused += 1
-        c._maybe_free.add(source)
-        c.journal.requeue(d.work_id, result.token, Reason.STALE_LEASE.value, charge=False)
-        if lease is not None and self.held.get(d.work_id) == lease:
-            del self.held[d.work_id]
-        self.lost.pop(d.work_id, None)
-        self.refused[why] += 1
-        self._quarantine(source, result, Reason.STALE_LEASE, f"the campaign store refused its commit: {why}")
 
     def _quarantine(self, source: Rank, result: Result, reason: Reason, detail: str) -> None:
         """Counted and logged like the fence's quarantines, but not scored against the sender:

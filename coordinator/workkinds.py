@@ -53,11 +53,13 @@ class KindHandler:
 
     def record(self, c: Core, item: WorkItem, result: Result, entries: list) -> Any:
         """Journal the result and its new entries; None when the journal's own fence refuses it."""
+        c.plan.engine_ended(item.work_id)  # its time is in the stage's busy seconds from now on
         return c.journal.commit(item.work_id, result.token, status=result.status, new_entries=entries)
 
     def revoked(self, c: Core, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:
         """Its dispatch was revoked (`exhausted`: charged and out of attempts)."""
+        c.plan.engine_ended(item.work_id)
         if exhausted:
             c.journal.fail(item.work_id, token, f"{why.value} after {attempts} attempts")
             c.stats.work_failed += 1

@@ -7,6 +7,8 @@ raise anything else, whatever the bytes (property-tested).
 Why this module is over 500 lines: each message kind has a strict decoder and, for RESULT and
 WORK (the hot path), a fast path checked equal to it by property tests; the rules they apply
 live in rules.py, so what is left here is one encoder and the decoders of five message kinds.
+RESULT frames that keep every rule are decoded in C first (typed.py, msgspec); batch frames are
+packed in batch.py and the two errors live in errors.py (all re-exported here).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from symfence.protocol.messages import (
     Status,
     Work,
 )
+from symfence.protocol.batch import BATCH_HEAD_BYTES, BATCH_OF, encode_batch, pack_frames
+from symfence.protocol.errors import LocalProtocolError, RemoteProtocolError
 from symfence.protocol.reasons import Reason
+from symfence.protocol.typed import results as _typed_results
 from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, INT_MAX, MAX_BATCH, MAX_CONTROL_TOKENS,
                                      MAX_INFO_KEYS, MAX_TOKEN_BYTES, MAX_TOKENS, NEW_BITS_MAX, SECONDS_MAX,
                                      Limits, RuleError, check_counters, check_tokens, check_worker_info,
@@ -40,33 +45,10 @@ from symfence.protocol.rules import INFO_SCHEMA as _INFO_SCHEMA
 
 # The rules themselves live in protocol/rules.py (their one home); the limits and ranges are
 # imported here by name for the codec's callers.
-__all__ = ["BATCH_HEAD_BYTES", "COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
+__all__ = ["BATCH_HEAD_BYTES", "BATCH_OF", "COUNT_MAX", "DEFAULT_LIMITS", "INT_MAX", "MAX_INFO_KEYS", "MAX_TOKEN_BYTES", "MAX_TOKENS",
            "NEW_BITS_MAX", "SECONDS_MAX", "Limits", "LocalProtocolError", "RemoteProtocolError",
            "decode_control", "decode_result", "decode_result_frame", "decode_work", "decode_work_frame",
-           "encode", "encode_batch", "encode_map", "pack_frames", "result_to_map"]
-
-
-class RemoteProtocolError(Exception):
-    """The peer sent something we cannot accept. `reason` is how the fence classifies it."""
-
-    def __init__(
-        self, reason: Reason, detail: str, *, token: str | None = None, work_id: str | None = None
-    ) -> None:
-        super().__init__(f"{reason.value}: {detail}")
-        self.reason = reason
-        self.detail = detail
-        self.token = token
-        self.work_id = work_id
-
-
-class LocalProtocolError(Exception):
-    """We were about to send something the wire's rules refuse (h11's split: our fault, not the
-    peer's). `field` names the field, `detail` the rule and the value; nothing was sent."""
-
-    def __init__(self, field: str, detail: str) -> None:
-        super().__init__(detail)
-        self.field = field
-        self.detail = detail
+           "encode", "encode_batch", "encode_map", "encode_work_with", "pack_frames", "result_to_map", "work_head"]
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -76,18 +58,84 @@ def _pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+_pack_list: Callable[[list[Any]], bytes] = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+class WorkHead:
+    """The fields every WORK of one (executor, target, options, deadline) carries, checked against
+    the wire's rules and packed ONCE (`work_head`); `encode_work_with` adds a dispatch's own
+    fields (token, input, coverage delta, attempt), checked per WORK, behind these bytes."""
+
+    __slots__ = ("executor", "target", "options", "deadline_s", "limits", "packed")
+
+    def __init__(self, executor: str, target: str, options: CheckedOptions, deadline_s: float, limits: Limits,
+                 packed: bytes) -> None:
+        self.executor, self.target, self.options, self.deadline_s = executor, target, options, deadline_s
+        self.limits, self.packed = limits, packed
+
+
+# A WORK is a map of 14 keys: the 6 of its head, then the 8 of its dispatch (decoders read a map,
+# so the order is free); `_WORK_TAIL_KEYS` packed with their values as one array, whose 3-byte
+# array16 header (16 items) is cut off.
+_WORK_MAP_HEADER = b"\x8e"
+_ARRAY16_HEADER = 3
+
+
+def work_head(executor: str, target: str, options: Mapping[str, Any], deadline_s: float,
+              limits: Limits = DEFAULT_LIMITS) -> WorkHead:
+    """The checked, packed head of the WORKs of `executor` on `target` (LocalProtocolError names
+    a field the rules refuse, as `encode` does)."""
+    opts = options if type(options) is CheckedOptions else dict(options)
+    deadline = float(deadline_s) if type(deadline_s) in _NUMBER else deadline_s
+    if not _work_head_ok(executor, target, opts, deadline, limits):
+        _local(_work_body, _work_map("0" * 64, "0" * 64, b"", "0" * 64, executor, target, 0, opts, deadline,
+                                     0, b"", 1), limits)
+    if type(opts) is not CheckedOptions or opts.text_limit > limits.max_text_bytes:
+        opts = checked_options(opts, limits)  # checked just above: frozen as they are
+    head = {"v": PROTOCOL_VERSION, "kind": "work", "executor": executor, "target": target,
+            "options": opts, "deadline_s": deadline}
+    packed = _pack(head)
+    assert packed[0] == 0x86  # a fixmap of the 6 head keys
+    return WorkHead(executor, target, opts, deadline, limits, _WORK_MAP_HEADER + packed[1:])
+
+
+def encode_work_with(head: WorkHead, token: str, work_id: str, data: bytes, sha256: str, bound: int,
+                     cov_version: int, cov_delta: bytes, attempt: int) -> bytes:
+    """The frame of a WORK: `head`'s bytes and this dispatch's fields, checked by the same rules
+    as a whole WORK (`_work_tail_ok`; the full checks name a fault). Decodes to the same `Work`
+    as `encode(Work(...))` with the head's fields."""
+    limits = head.limits
+    if not _work_tail_ok(token, work_id, data, sha256, bound, cov_version, cov_delta, attempt, limits):
+        _local(_work_body, _work_map(token, work_id, data, sha256, head.executor, head.target, bound,
+                                     head.options, head.deadline_s, cov_version, cov_delta, attempt), limits)
+    try:
+        tail = _pack_list(["token", token, "work_id", work_id, "data", data, "sha256", sha256, "bound", bound,
+                           "cov_version", cov_version, "cov_delta", cov_delta, "attempt", attempt])
+    except (TypeError, ValueError, OverflowError) as exc:  # a type the checks let through: a bug here
+        raise LocalProtocolError("message", f"cannot be packed: {exc}") from None
+    frame = head.packed + tail[_ARRAY16_HEADER:]
+    if len(frame) > limits.max_message_bytes:
+        raise LocalProtocolError("message", f"{len(frame)} bytes, more than limits.max_message_bytes"
+                                            f" = {limits.max_message_bytes}")
+    return frame
+
+
 def encode_work(token: str, work_id: str, data: bytes, sha256: str, executor: str, target: str, bound: int,
                 options: Mapping[str, Any], deadline_s: float, cov_version: int, cov_delta: bytes, attempt: int,
                 limits: Limits = DEFAULT_LIMITS) -> bytes:
-    """The frame of a WORK with these fields, as `encode(Work(...))` gives it (the same map and
-    checks), without building the `Work` first: the coordinator's dispatch sends one per result."""
-    m = {"v": PROTOCOL_VERSION, "kind": "work", "token": token, "work_id": work_id, "data": data,
-         "sha256": sha256, "executor": executor, "target": target, "bound": bound,
-         "options": options if type(options) is CheckedOptions else dict(options),
-         "deadline_s": float(deadline_s), "cov_version": cov_version, "cov_delta": cov_delta, "attempt": attempt}
-    if not _work_valid(m, limits):  # the full checks name the fault
-        _local(_work_body, m, limits)
-    return _packed(m, limits)
+    """The frame of a WORK with these fields, as `encode(Work(...))` gives it, without building
+    the `Work` first (a head made for this one WORK; the coordinator keeps its heads)."""
+    return encode_work_with(work_head(executor, target, options, deadline_s, limits), token, work_id, data,
+                            sha256, bound, cov_version, cov_delta, attempt)
+
+
+def _work_map(token: str, work_id: str, data: bytes, sha256: str, executor: str, target: str, bound: int,
+              options: Mapping[str, Any], deadline_s: Any, cov_version: int, cov_delta: bytes,
+              attempt: int) -> dict[str, Any]:
+    """A WORK's map, for the full checks that name a fault."""
+    return {"v": PROTOCOL_VERSION, "kind": "work", "token": token, "work_id": work_id, "data": data,
+            "sha256": sha256, "executor": executor, "target": target, "bound": bound, "options": dict(options),
+            "deadline_s": deadline_s, "cov_version": cov_version, "cov_delta": cov_delta, "attempt": attempt}
 
 
 def _packed(m: dict[str, Any], limits: Limits) -> bytes:
@@ -164,48 +212,6 @@ def result_to_map(msg: Result) -> dict[str, Any]:
 def encode_map(obj: dict[str, Any]) -> bytes:
     """Encode an already-built map (used by the fault injector to send deliberately bad frames)."""
     return _pack(obj)
-
-
-# ---------------------------------------------------------------------------------- batches
-# A batch frame is the map {"v": 1, "kind": "results" | "works", "items": [...]} whose items are
-# the maps of single frames, byte for byte: each item is packed and checked by `encode` on its
-# own, and a batch is their bytes behind a fixed head, so packing one costs a join.
-
-BATCH_OF = {"result": "results", "work": "works"}  # an item's kind -> its batch's kind
-_BATCH_HEAD = {kind: b"\x83" + b"".join(msgpack.packb(x) for x in ("v", PROTOCOL_VERSION, "kind", kind, "items"))
-               for kind in BATCH_OF.values()}
-_ARRAY_HEADER = msgpack.Packer().pack_array_header
-BATCH_HEAD_BYTES = max(map(len, _BATCH_HEAD.values())) + 5  # a batch's bytes besides its items, at most
-
-
-def encode_batch(kind: str, frames: list[bytes], limits: Limits = DEFAULT_LIMITS) -> bytes:
-    """One frame carrying `frames` (each made by `encode`, so each keeps the rules) as a batch of
-    `kind` ("results" or "works"); LocalProtocolError when it would break the count or size rule."""
-    if not 1 <= len(frames) <= MAX_BATCH:
-        raise LocalProtocolError("items", f"{len(frames)} items in one frame, not in [1, {MAX_BATCH}]")
-    frame = b"".join((_BATCH_HEAD[kind], _ARRAY_HEADER(len(frames)), *frames))
-    if len(frame) > limits.max_message_bytes:
-        raise LocalProtocolError("message", f"{len(frame)} bytes, more than limits.max_message_bytes"
-                                            f" = {limits.max_message_bytes}")
-    return frame
-
-
-def pack_frames(kind: str, frames: list[bytes], max_items: int, limits: Limits = DEFAULT_LIMITS) -> list[bytes]:
-    """`frames` (each made by `encode`) in order, in as few frames as `max_items` items and the
-    message size allow: a group of one is its own frame, a larger one a batch of `kind`. The one
-    place frames are grouped, for rank 0's WORKs and a worker's held results alike."""
-    out: list[bytes] = []
-    group: list[bytes] = []
-    size = BATCH_HEAD_BYTES
-    for frame in frames:
-        if group and (len(group) >= max_items or size + len(frame) > limits.max_message_bytes):
-            out.append(group[0] if len(group) == 1 else encode_batch(kind, group, limits))
-            group, size = [], BATCH_HEAD_BYTES
-        group.append(frame)
-        size += len(frame)
-    if group:
-        out.append(group[0] if len(group) == 1 else encode_batch(kind, group, limits))
-    return out
 
 
 def _items(obj: dict[str, Any], kind: str) -> list[dict[str, Any] | RemoteProtocolError]:
@@ -370,7 +376,16 @@ def decode_result_frame(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> list[R
     """The results of a RESULT frame, in order: its one result, or a batch's items. A fault of the
     frame (size, msgpack, version, a batch that is no array of 1..MAX_BATCH) raises
     RemoteProtocolError; a fault of one item is that item's error in its place, and the other
-    items are judged on their own."""
+    items are judged on their own. A frame that keeps every rule is decoded in C (typed.py)."""
+    if len(frame) <= limits.max_message_bytes:
+        fast = _typed_results(frame, limits)
+        if fast is not None:
+            return fast  # type: ignore[return-value]
+    return _result_frame_checked(frame, limits)
+
+
+def _result_frame_checked(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> list[Result | RemoteProtocolError]:
+    """`decode_result_frame` by the hand-written checks alone (they name every fault)."""
     obj = _envelope(frame, limits)
     if obj.get("kind") != "results":
         return [_result_item(obj, limits)]
@@ -541,23 +556,35 @@ def checked_options(options: Mapping[str, Any], limits: Limits = DEFAULT_LIMITS)
 
 
 def _work_valid(obj: dict[str, Any], limits: Limits) -> bool:
-    """Whether `_work_fast` would decode the map (the encoder's check of its own WORK; options
-    made by `checked_options` for these limits' text size are not checked again)."""
+    """Whether `_work_fast` would decode the map: its head's rules and its dispatch's."""
     get: Callable[[str], Any] = obj.get  # wire values, checked by hand
-    token, work_id, sha, executor, target = get("token"), get("work_id"), get("sha256"), get("executor"), get("target")
-    data, delta, options = get("data"), get("cov_delta"), get("options")
-    bound, deadline_s, cov_version, attempt = get("bound"), get("deadline_s"), get("cov_version"), get("attempt")
-    text, size = limits.max_text_bytes, limits.max_message_bytes
-    if (get("kind") != "work" or text < 64 or not _hex64(token) or not _hex64(work_id) or not _hex64(sha)
-            or type(executor) is not str or len(executor) > text or type(target) is not str or len(target) > text
-            or type(data) is not bytes or len(data) > size or type(delta) is not bytes or len(delta) > size
-            or type(bound) is not int or not 0 <= bound <= COUNT_MAX or not _seconds(deadline_s)
-            or type(cov_version) is not int or not 0 <= cov_version <= INT_MAX
-            or type(attempt) is not int or not 1 <= attempt <= COUNT_MAX):
+    return (get("kind") == "work"
+            and _work_head_ok(get("executor"), get("target"), get("options"), get("deadline_s"), limits)
+            and _work_tail_ok(get("token"), get("work_id"), get("data"), get("sha256"), get("bound"),
+                              get("cov_version"), get("cov_delta"), get("attempt"), limits))
+
+
+def _work_head_ok(executor: Any, target: Any, options: Any, deadline_s: Any, limits: Limits) -> bool:
+    """The rules of a WORK's head fields (options made by `checked_options` for these limits'
+    text size are not checked again)."""
+    text = limits.max_text_bytes
+    if (type(executor) is not str or len(executor) > text or type(target) is not str or len(target) > text
+            or not _seconds(deadline_s)):
         return False
     if type(options) is CheckedOptions and options.text_limit <= text:
         return True
     return type(options) is dict and _bad_option(options, limits) is None
+
+
+def _work_tail_ok(token: Any, work_id: Any, data: Any, sha: Any, bound: Any, cov_version: Any, delta: Any,
+                  attempt: Any, limits: Limits) -> bool:
+    """The rules of a WORK's per-dispatch fields."""
+    size = limits.max_message_bytes
+    return not (limits.max_text_bytes < 64 or not _hex64(token) or not _hex64(work_id) or not _hex64(sha)
+                or type(data) is not bytes or len(data) > size or type(delta) is not bytes or len(delta) > size
+                or type(bound) is not int or not 0 <= bound <= COUNT_MAX
+                or type(cov_version) is not int or not 0 <= cov_version <= INT_MAX
+                or type(attempt) is not int or not 1 <= attempt <= COUNT_MAX)
 
 
 def _bad_option(options: Mapping[Any, Any], limits: Limits) -> tuple[Any, Any] | None:

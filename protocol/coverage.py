@@ -111,6 +111,21 @@ def _pack_records(seen: bytearray | bytes, indices: Iterable[int]) -> bytes:
     return b"".join([pack(i, seen[i]) for i in sorted(indices)])
 
 
+def _all_records(seen: bytearray) -> bytes:
+    """The records of every edge seen, ascending: what `_pack_records(seen, edges_found())` gives,
+    in C (numpy, over the 64 KiB map): the journal saves the map at every flush, and the Python
+    scan and packing took ~4 ms of the loop thread per flush (~20 us per result at depth 4)."""
+    import numpy as np  # here, not at import: only rank 0 snapshots (matplotlib's dependency too)
+
+    seen_arr = np.frombuffer(seen, dtype=np.uint8)
+    edges = np.flatnonzero(seen_arr)
+    records = np.empty((len(edges), 3), dtype=np.uint8)  # u16 little-endian index, u8 bits
+    records[:, 0] = edges & 0xFF
+    records[:, 1] = edges >> 8
+    records[:, 2] = seen_arr[edges]
+    return records.tobytes()
+
+
 def _unpack_records(packed: object) -> list[tuple[int, int]]:
     if type(packed) is not bytes:
         raise ValueError(f"coverage delta must be bytes, not {type(packed).__name__}")
@@ -190,7 +205,7 @@ class CoverageMap:
         if version == self.version:
             return self.version, b""
         if not self._floor <= version < self.version:
-            return self.version, _pack_records(self.seen, self.edges_found())
+            return self.version, _all_records(self.seen)
         indices: set[int] = set()
         for changed_at, changed in reversed(self._history):
             if changed_at <= version:
@@ -214,7 +229,7 @@ class CoverageMap:
         """Snapshot (version + sparse seen map) for a journal; history is not kept."""
         if self._snapshot is None:  # every flush saves it: rebuilt only after a change
             header = _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, _SNAPSHOT_FORMAT, self.version)
-            self._snapshot = header + _pack_records(self.seen, self.edges_found())
+            self._snapshot = header + _all_records(self.seen)
         return self._snapshot
 
     @classmethod

@@ -9,6 +9,10 @@ from typing import Any, Mapping
 from symfence.protocol.ids import DispatchToken, WorkId
 
 PROTOCOL_VERSION = 1
+# A WORK whose bound is at least this re-executes its input and explores nothing (a claimed
+# crash's or hang's confirmation): a short task the campaign waits on. A worker runs it ahead of
+# its queue and ends a running fuzz turn early for it (worker/loop.py).
+RERUN_BOUND = 1 << 31
 
 
 class Tag(enum.IntEnum):
@@ -38,6 +42,7 @@ class ControlKind(str, enum.Enum):
     STOP_ACK = "stop_ack"  # worker -> coordinator, with the worker's own totals
     CHECKED = "checked"  # worker -> coordinator, after SETUP: its host, its log's path, the first bad file
     LOG = "log"  # worker -> coordinator, one of its warnings or errors (worker/logforward.py)
+    YIELD = "yield"  # coordinator -> worker, the campaign is ending: each task answers as soon as it can
 
 
 @dataclass(frozen=True)

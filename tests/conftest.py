@@ -9,17 +9,25 @@ Two marks, enforced with file locks between the xdist workers of one run (no-ops
 
 Unmarked tests run beside anything. The lock is held from the first fixture set up for a test to
 its last teardown, so a module-scoped campaign fixture set up by a marked test is covered too.
+
+Where each test runs (`make test` passes ``--dist loadgroup``): every ``heavy`` and ``alone`` test
+goes to one xdist group, so one worker runs them one after another (the biggest group: it starts
+first) while the other takes the light tests; the locks then never leave a worker waiting for the
+other's heavy test. The tests of a module with a module-scoped fixture form a group of their own,
+so that fixture (a campaign, a build) is set up once per run, not once per worker.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -67,10 +75,77 @@ def _locks() -> _Locks | None:
     if run is None:
         return None
     if _LOCKS is None:
-        folder = Path(tempfile.gettempdir()) / f"symfence-pytest-{run}"
+        folder = _run_folder(run)
         folder.mkdir(exist_ok=True)
         _LOCKS = _Locks(folder)
     return _LOCKS
+
+
+HEAVY_GROUP = "heavy"
+
+
+def _group(item: pytest.Item) -> str:
+    """The work unit of a test for ``--dist loadgroup`` (see the module's docstring): "heavy", its
+    ``xdist_group`` mark's name, its module's path when the module has a module-scoped fixture, or
+    the test's own id."""
+    if item.get_closest_marker("heavy") is not None or item.get_closest_marker("alone") is not None:
+        return HEAVY_GROUP
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    info = getattr(item, "_fixtureinfo", None)
+    shared = info is not None and any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
+    return item.nodeid.split("::")[0] if shared else item.nodeid
+
+
+def _run_folder(run: str) -> Path:
+    """The folder of one xdist run (its locks, its tests' groups)."""
+    return Path(tempfile.gettempdir()) / f"symfence-pytest-{run}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller names the run (xdist would, later) so that it knows where its workers write
+    # the groups of the tests they collect.
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
+            and config.getoption("testrunuid") is None:
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """An xdist worker writes each test's group for the controller's scheduler (below)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or not getattr(config.option, "loadgroup", False):  # xdist sets it in a worker
+        return
+    folder = _run_folder(workerinput["testrunuid"])
+    folder.mkdir(exist_ok=True)
+    part = folder / f"groups-{workerinput['workerid']}.json.part"
+    part.write_text(json.dumps({item.nodeid: _group(item) for item in items}))
+    part.rename(part.with_suffix(""))
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) runs too
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with our groups: xdist's own reads ``xdist_group`` marks through a
+    node-id suffix that pytest 9.2 no longer keeps, so every test there went anywhere."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = _run_folder(config.getoption("testrunuid"))
+
+    class GroupScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling (the biggest unit first: the heavy group) over our groups."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # every worker has written its file before it reports its collection
+                self.groups = {}
+                for path in sorted(folder.glob("groups-*.json")):
+                    self.groups.update(json.loads(path.read_text()))
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -42,11 +42,12 @@ def make_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[st
     return write
 
 
-def search(target: str, options: dict, max_tasks: int) -> tuple[list[CandidateOut], Counter[str], int]:
-    """(findings, summed counters, tasks) of a generational search from one zero byte."""
+def search(target: str, options: dict, max_tasks: int, seed: bytes = b"\x00",
+           ) -> tuple[list[CandidateOut], Counter[str], int]:
+    """(findings, summed counters, tasks) of a generational search from ``seed`` (one zero byte)."""
     engine = ConcolicEngine()
     coverage = CoverageMap()
-    queue = deque([(b"\x00", 0)])
+    queue = deque([(seed, 0)])
     findings: list[CandidateOut] = []
     totals: Counter[str] = Counter()
     tasks = 0

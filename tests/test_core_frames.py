@@ -22,7 +22,7 @@ from symfence.coordinator.triage import Triage
 from symfence.protocol.codec import decode_control, decode_work_frame, encode, encode_batch
 from symfence.protocol.coverage import pack_trace
 from symfence.protocol.ids import DispatchToken, Rank, WorkId, sha256_hex, work_id_for
-from symfence.protocol.messages import Control, ControlKind, Cost, Result, Status, Tag, Work
+from symfence.protocol.messages import RERUN_BOUND, Control, ControlKind, Cost, Result, Status, Tag, Work
 from symfence.protocol.reasons import Reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,11 +207,27 @@ def test_the_last_result_of_exhausted_work_stops_the_campaign(tmp_path):
     assert core.stats.committed == 2 and not _works(effects)
 
 
-def test_control_frames_a_rank_should_not_send_are_refused_and_counted(tmp_path):
+@pytest.mark.parametrize("kind", [ControlKind.STOP_ACK, ControlKind.YIELD, ControlKind.CANCEL])
+def test_control_frames_a_rank_should_not_send_are_refused_and_counted(tmp_path, kind):
     core, _, _, _ = _started(tmp_path)
-    effects = core.receive([(Rank(1), Tag.CONTROL, encode(Control(ControlKind.STOP_ACK)), 0)])
+    effects = core.receive([(Rank(1), Tag.CONTROL, encode(Control(kind)), 0)])
     assert [e.event for e in effects if isinstance(e, Log)] == ["control.unexpected"]
     assert core.stats.control_rejected == 1 and not core.stop_acks
+
+
+def test_the_drain_asks_every_rank_with_work_in_flight_to_answer_early(tmp_path):
+    """At the end of a campaign, YIELD goes to each rank that holds dispatches (their fuzz turns
+    and engine tasks answer with what they have, committed in the drain), and nothing new is
+    dispatched; a rank with nothing in flight is not asked."""
+    core, _, _, works = _started(tmp_path, seeds=4, depth=2)  # every seed in flight, two per rank
+    for w in works[2]:
+        assert not _works(core.receive([(Rank(2), Tag.RESULT, encode(_answer(w)), 0)]))  # nothing left
+    assert not core.inflight.tokens_of(Rank(2)) and len(core.inflight.tokens_of(Rank(1))) == 2
+    core.halt()
+    effects = core.drain()
+    sent = [(e.rank, decode_control(e.frame).kind)
+            for e in effects if isinstance(e, Send) and e.tag == Tag.CONTROL]
+    assert sent == [(1, ControlKind.YIELD)] and not _works(effects)
 
 
 def test_a_rank_sending_garbage_is_banned_its_work_is_requeued_and_it_is_heard_no_more(tmp_path):
@@ -248,3 +264,63 @@ def test_a_heartbeat_that_does_not_list_a_received_work_revokes_it_as_lost(tmp_p
     (refill,) = _works(effects)[1]  # its slot is dispatched again: other work (the lost item avoids rank 1)
     assert len(refill) == 1 and refill[0].work_id != works[1][0].work_id
     assert journal.work_item(works[1][0].work_id).state is WorkState.PENDING  # requeued, not lost
+
+
+def test_the_shared_stores_answers_apply_a_committed_result_and_refuse_a_stale_one(tmp_path):
+    """A result parked for the campaign store's group commit (issue 29) is applied only through
+    `Core.store_settled`, after the store answered: the committed one like a local commit, the
+    refused one not at all (its dispatch ends as refused, its work pending again, `stale_lease`)."""
+    core, journal, clock, works = _started(tmp_path)
+    ok, late = works[1][0], works[1][1]
+    before = _state(core, journal)
+    effects = core.store_settled([(Rank(1), _answer(ok), None), (Rank(1), _answer(late), "lease_expired")])
+    quarantined = [e for e in effects if isinstance(e, Quarantined)]
+    got = [(q.reason, q.token, q.work_id) for q in quarantined]
+    assert got == [(Reason.STALE_LEASE, late.token, late.work_id)]
+    assert "lease_expired" in quarantined[0].detail
+    assert core.stats.committed == before[0] + 1 and core.stats.refused == 1
+    assert core.stats.snapshot().quarantined[Reason.STALE_LEASE.value] == 1
+    assert ok.token not in core.inflight and late.token not in core.inflight
+    assert core.peers.peer(Rank(1)).garbage == 0  # a late lease is not the worker's fault
+    later = core.tick(clock.now)
+    assert _apply_flush(later, journal) == 1
+    assert journal.work_item(ok.work_id).state is WorkState.DONE
+    assert journal.work_item(late.work_id).state is WorkState.PENDING  # back to pending, nothing applied
+    refill = [w for frame in _works(effects + later).get(1, []) for w in frame]
+    assert len(refill) == 2 and {w.work_id for w in refill}.isdisjoint({ok.work_id, late.work_id})
+
+
+def _crash(w: Work, where: str) -> Result:
+    detail = f'Traceback (most recent call last):\n  File "t.py", line 3, in {where}\nValueError: planted\n'
+    return Result(w.token, w.work_id, Status.CRASH, cost=Cost(0.001, 0.001, 0.0, 1),
+                  cov_version=w.cov_version, trace=pack_trace({hash(w.data) % 1000 + 1: 1}), error=detail)
+
+
+def test_a_claimed_crash_is_rerun_on_a_full_rank_beyond_its_depth_one_at_a_time(tmp_path):
+    """A find is confirmed at once: its re-run goes to another rank even when that rank's slots
+    are all taken (by fuzz turns, in a hybrid campaign), as one slot beyond its depth, marked as
+    a re-run (RERUN_BOUND: the worker runs it first and ends its fuzz turn early for it); a
+    second claim meanwhile waits for a free slot, as before."""
+    core, journal, _, works = _started(tmp_path, depth=2)
+    assert core.inflight.occupied(Rank(2)) == 2  # rank 2 is full
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][0], "first")), 0)])
+    sent = _works(effects)
+    reruns = [w for frames in sent.get(2, []) for w in frames]
+    assert [w.bound for w in reruns] == [RERUN_BOUND], sent  # the claimant (rank 1) is not asked
+    assert core.inflight.occupied(Rank(2)) == 3
+    assert all(w.bound < RERUN_BOUND for frames in sent.get(1, []) for w in frames)
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][1], "second")), 0)])
+    assert 2 not in _works(effects) and core.inflight.occupied(Rank(2)) == 3  # one re-run beyond, no more
+    assert len(core.claims.queue) == 1
+    # The first re-run agrees: the finding is saved, and the waiting claim takes the freed slot.
+    effects = core.receive([(Rank(2), Tag.RESULT, encode(_crash(reruns[0], "first")), 0)])
+    again = [w for frames in _works(effects).get(2, []) for w in frames]
+    assert [w.bound for w in again] == [RERUN_BOUND] and core.claims.confirmed == 1
+    assert core.inflight.occupied(Rank(2)) == 3 and not len(core.claims.queue)
+
+
+def test_a_rank_on_probation_gets_no_rerun_beyond_its_depth(tmp_path):
+    core, journal, _, works = _started(tmp_path, depth=2)
+    core.peers.capacity = lambda rank, depth: 1 if rank == 2 else depth  # rank 2: probation (one slot)
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][0], "first")), 0)])
+    assert 2 not in _works(effects) and len(core.claims.queue) == 1

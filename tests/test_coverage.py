@@ -186,3 +186,18 @@ def test_coverage_module_stays_pure() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     assert not imported & {"mpi4py", "asyncio", "structlog", "uvloop"}
+
+
+def test_the_c_snapshot_records_equal_the_record_by_record_packing():
+    import random
+
+    from symfence.protocol.coverage import MAP_SIZE, _all_records, _pack_records
+
+    rng = random.Random(7)
+    for n in (0, 1, 300, 5000):
+        cov = CoverageMap()
+        for _ in range(n):
+            cov.seen[rng.randrange(MAP_SIZE)] = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 255])
+        cov.seen[MAP_SIZE - 1] = 3 if n else 0  # the highest index: both bytes of the u16
+        assert _all_records(cov.seen) == _pack_records(cov.seen, cov.edges_found())
+        assert CoverageMap.from_bytes(cov.to_bytes()).seen == cov.seen

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from symfence.coordinator import dropin
+from symfence.coordinator.config import SCHEMA
 from symfence.coordinator.config import parse as parse_config
 from symfence.coordinator.fuzzdict import DictionaryError, read_tokens
 from symfence.coordinator.preflight import PreflightError, check_dictionary
@@ -52,6 +53,8 @@ def test_without_flags_libfuzzer_defaults_and_no_seeds(harness: Path) -> None:
     _, config = dropin.prepare(["run", "fuzz/fuzz_x.py"])
     cfg = parse_config(tomllib.loads(config.read_text()))
     assert cfg["fuzz.max_len"] == 0 and cfg["campaign.seeds"] == ""
+    # -max_total_time ends the run near that time: a short drain, not the config default's 10 s.
+    assert cfg["dispatch.drain_timeout_s"] == 2.0 < SCHEMA["dispatch"]["drain_timeout_s"][0]
 
 
 def test_a_harness_run_takes_every_option_of_a_config_run(harness: Path) -> None:

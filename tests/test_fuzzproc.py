@@ -11,7 +11,7 @@ from symfence.protocol.fuzzslice import SliceSpec, pack_spec
 from symfence.worker.executors import fuzz as fuzz_executor
 from symfence.worker.executors.base import ExitKind, Task
 from symfence.worker.executors.fuzz import FuzzExecutor
-from tests.fuzzproc_targets import CRASHER, ENGINE_FIND
+from tests.fuzzproc_targets import CRASHER, ENGINE_FIND, PY_CRASHER
 
 TARGET = "tests.fuzzproc_targets:marker"
 
@@ -40,11 +40,14 @@ def test_native_crash_restarts_only_the_process_and_loses_nothing(tmp_path):
         (live,) = ex._lives.values()
         before = {p.name for p in live.corpus.iterdir()}
         pid = _pid(ex)
-        crashed = _turn(ex, [CRASHER + b"1", CRASHER + b"2"], slice_s=3.0)  # both die the same way
-        native = [c for c in crashed.candidates if c.kind is ExitKind.CRASH and "NativeCrash" in c.detail]
-        assert len(native) == 1 and native[0].data[:4] == CRASHER, crashed.candidates  # once per stack
+        # Both crashers die the same way. The first crash ends the process and, a new stack, cuts
+        # the turn short (after 1 s); the process starts again within the turn or at the next.
+        turns = [_turn(ex, [CRASHER + b"1", CRASHER + b"2"], slice_s=3.0)] + [_turn(ex) for _ in range(2)]
+        native = [c for t in turns for c in t.candidates
+                  if c.kind is ExitKind.CRASH and "NativeCrash" in c.detail]
+        assert len(native) == 1 and native[0].data[:4] == CRASHER, native  # once per stack
         assert "in marker" in native[0].detail  # the Python stack of the crash
-        assert crashed.stats["fuzz_restarts"] >= 1 and _pid(ex) != pid
+        assert sum(t.stats["fuzz_restarts"] + t.stats["fuzz_runs"] for t in turns) >= 1 and _pid(ex) != pid
         after = {p.name for p in live.corpus.iterdir()}
         assert before <= after  # the corpus survived the restart; the crashers left it
         assert not any(open(live.corpus / n, "rb").read()[:4] == CRASHER for n in after)
@@ -169,3 +172,41 @@ def test_the_yardstick_sees_the_whole_library_a_harness_imports_from():
     trace = ArcTracer(roots).run(fn, b"\x01# title\n\n- a\n- *b*\n", 2.0).trace
     plain = ArcTracer([r for r in roots if r != package]).run(fn, b"\x01# title\n\n- a\n- *b*\n", 2.0).trace
     assert len(trace) > 2 * len(plain)  # the block and inline rules live in other modules
+
+
+def test_a_turn_ended_early_answers_with_its_work_and_the_process_goes_on(tmp_path):
+    """end_turn (a confirmation waits on this worker): the turn answers at its next wait with the
+    executions it ran, as a normal outcome, long before its slice; the next turn resumes the same
+    process (nothing restarted, nothing lost)."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        assert _turn(ex, [b"abc"]).execs > 0
+        pid = _pid(ex)
+        ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((), ())), TARGET, 1,
+                      {"slice_s": 600.0, "exec_timeout_s": 0.5}))
+        assert ex.wait(0.5) is None  # running: a 600 s slice
+        assert ex.end_turn()
+        deadline = time.monotonic() + 60  # (the test fails here rather than wait out the slice)
+        while (outcome := ex.wait(0.05)) is None:
+            assert time.monotonic() < deadline, "the turn did not end early"
+        assert outcome.status is ExitKind.OK and outcome.execs > 0 and outcome.stats["fuzz_runs"] == 0
+        assert not ex.end_turn()  # no turn running now
+        assert _turn(ex).execs > 0 and _pid(ex) == pid  # the same process goes on
+    finally:
+        ex.close()
+
+
+def test_a_new_find_ends_the_turn_early(tmp_path):
+    """A Python crash of a new signature answers its turn after the turn's first second, not at
+    the end of its 600 s slice; the next turn does not report it again."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        assert _turn(ex, [b"abc"]).execs > 0
+        found = _turn(ex, [PY_CRASHER], slice_s=600.0, limit_s=60.0)
+        crashes = [c for c in found.candidates if c.kind is ExitKind.CRASH]
+        assert [c.data for c in crashes] == [PY_CRASHER] and "planted behind a checksum" in crashes[0].detail
+        assert found.wall_s >= 1.0  # a cut turn still runs its first second
+        later = _turn(ex, [PY_CRASHER + b"\x00"], slice_s=1.0)
+        assert not [c for c in later.candidates if c.kind is ExitKind.CRASH]
+    finally:
+        ex.close()

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from symfence.coordinator.journal import Journal
-from tests.mpi_helpers import run_campaign, synthetic_cfg
+from tests.mpi_helpers import ALL_OWED_FILES, run_campaign, synthetic_cfg
 
 pytestmark = pytest.mark.mpi
 
@@ -31,7 +31,7 @@ def test_coordinator_killed_and_resumed_loses_nothing(tmp_path):
         else:  # the campaign ended before reaching this failpoint
             break
     assert killed >= 5, f"only {killed} runs were killed"
-    final = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"])
+    final = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"], env=ALL_OWED_FILES)
     assert final.code == 0, final.stderr[-3000:]
     assert "work exhausted" in final.stdout and "VIOLATED" not in final.stdout
     s = final.stats()

@@ -20,6 +20,7 @@ import pytest
 
 from symfence.coordinator.journal import Journal
 from tests.mpi_helpers import (
+    ALL_OWED_FILES,
     OMPI_MPIEXEC,
     OMPI_PYTHON,
     ROOT,
@@ -69,7 +70,7 @@ def check_complete(out: Path, seeds: int) -> list:
 
 
 def resume_to_the_end(tmp_path: Path, cfg, out: Path, seeds: int, **kw) -> None:
-    final = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"], **kw)
+    final = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"], env=ALL_OWED_FILES, **kw)
     assert final.code == 0, final.stderr[-3000:]
     assert "work exhausted" in final.stdout and "VIOLATED" not in final.stdout
     s = final.stats()

@@ -7,6 +7,7 @@ import json
 import re
 import sqlite3
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 from typing import Callable
@@ -124,7 +125,8 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
     imports those, and only those. Launched again, afl-fuzz resumes its queue (renumbered: a new
     session) and nothing is imported twice. AFL_DISABLE_TRIM keeps AFL++'s files as first written,
     so the bytes imported can be compared with the files (the trimming race is tests/test_aflsync.py's).
-    Each step runs until what it needs has happened (Ctrl-C), not for a fixed time."""
+    Each step runs until what it needs has happened (Ctrl-C), not for a fixed time: the two runs
+    with AFL++ stopped, until all it has is in the corpus (they ran their whole 5 s before)."""
     record = str(built() / "record")
     sync = tmp_path / "sync"
     out = tmp_path / "out"
@@ -143,6 +145,24 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
         origins = [o for o, _ in sync_origins(out)]
         assert len(set(origins)) == len(origins)  # no entry imported twice
         return dict(sync_origins(out))
+
+    def all_of_theirs_in_the_corpus() -> Callable[[], bool]:
+        """For a run with AFL++ stopped: every entry AFL++ has is in the corpus (imported now or
+        before), and the importer has polled four times since this run started (so an entry
+        imported twice would show); the run's duration is only a cap."""
+        runs_before = len(events(out, "campaign.started"))
+
+        def done() -> bool:
+            starts = events(out, "campaign.started")
+            if len(starts) <= runs_before or time.time() - starts[-1]["ts"] < 4 * cfg["afl"]["import_interval_s"]:
+                return False
+            try:
+                have = corpus_data(out)
+            except sqlite3.Error:  # the journal being written: not yet
+                return False
+            return all(data in have for _, data in their_entries(theirs).values())
+
+        return done
 
     assert run(60, 0, lambda: len(afl_ids(ours)) >= 3, resume=False) == {}
     exported = afl_ids(ours)
@@ -166,7 +186,7 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
             and data not in corpus_data(out)}
     assert not tail or min(tail) > max(int(o[-6:]) for o in second)  # contiguous cursor: nothing skipped
 
-    third = run(5, 0)  # AFL++ is not running: a cursor that survives --resume
+    third = run(5, 0, all_of_theirs_in_the_corpus())  # AFL++ is not running: a cursor that survives --resume
     assert set(second) <= set(third)
     assert {int(o[-6:]) for o in set(third) - set(second)} == tail
     assert all(data in corpus_data(out) for _, data in entries2.values())  # all AFL++ had, imported
@@ -185,7 +205,7 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
     for origin in set(fourth) - set(third):  # only new finds, from the new session
         assert origin.startswith("sync:symfence-afl-0@1:") and fourth[origin] == entries4[int(origin[-6:])][1]
 
-    fifth = run(5, 0)  # the session is remembered even if it imported nothing new so far
+    fifth = run(5, 0, all_of_theirs_in_the_corpus())  # the session is remembered even if it imported nothing new so far
     assert set(fourth) <= set(fifth)
     assert all(o.startswith("sync:symfence-afl-0@1:") for o in set(fifth) - set(fourth))
     assert all(data in corpus_data(out) for _, data in their_entries(theirs).values())

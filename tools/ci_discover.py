@@ -10,11 +10,12 @@ harness, as OSS-Fuzz lays them out and as the demo has them (``examples/parsers/
 - dictionary: ``<stem>.dict`` beside the harness, else the only ``*.dict`` there;
 - import path: the harness's folder (as ``python fuzz_x.py`` has it), the repository's ``src/``
   (the src layout) and its root, so ``import mypkg`` works without installing the package;
-- dictionary tokens from the constants of the harness, then of the repository's other code
-  (strings, bytes and small integers: what the parser compares the input with; AFL++'s
-  autodictionary and libFuzzer's comparison hooks find such tokens at run time, but not past a
+- the code under test: the harness and the repository's modules it imports, transitively;
+- dictionary tokens from the constants of the code under test, the harness's first (strings,
+  bytes and small integers: what the parser compares the input with; AFL++'s autodictionary and
+  libFuzzer's comparison hooks find such tokens at run time, but not past a
   dict lookup or C code), added to the dictionary above;
-- the standard-library parsers the repository's code imports (``json``, ``zipfile``, ...): the
+- the standard-library parsers the code under test imports (``json``, ``zipfile``, ...): the
   engine rewrites them too (``concolic.instrument``), so it follows the input into them, as the
   demo has the engine follow ``wave``.
 """
@@ -93,8 +94,9 @@ def check_harness(path: Path) -> None:
         raise DiscoveryError(f"{path}: defines no TestOneInput(data) at its top level")
 
 
-def stdlib_imports(source: bytes) -> set[str]:
-    """Top-level standard-library packages a module's source imports (anywhere in it)."""
+def imported_names(source: bytes) -> set[str]:
+    """Every absolute module name a module's source imports (anywhere in it), ``from a import b``
+    giving ``a`` and ``a.b``."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -102,10 +104,67 @@ def stdlib_imports(source: bytes) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.partition(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module.partition(".")[0])
-    return {n for n in names if n in sys.stdlib_module_names}
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
+    return names
+
+
+def stdlib_imports(source: bytes) -> set[str]:
+    """Top-level standard-library packages a module's source imports."""
+    return {n.partition(".")[0] for n in imported_names(source)} & set(sys.stdlib_module_names)
+
+
+def _module_files(name: str, import_path: tuple[Path, ...]) -> list[Path]:
+    """The repository file of module ``name`` (a package: its ``__init__.py``)."""
+    parts = name.split(".")
+    for folder in import_path:
+        base = folder.joinpath(*parts)
+        for f in (base.with_suffix(".py"), base / "__init__.py"):
+            if f.is_file():
+                return [f]
+    return []
+
+
+def _relative_files(path: Path, source: bytes) -> list[Path]:
+    """The files ``from . import x`` / ``from .m import y`` name, relative to ``path``."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    files: list[Path] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = path.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            stems = [node.module] if node.module else [alias.name for alias in node.names]
+            for stem in stems:
+                files += _module_files(stem, (base,))
+            if node.module:
+                for alias in node.names:
+                    files += _module_files(f"{node.module}.{alias.name}", (base,))
+    return files
+
+
+def code_under_test(harness: Path, import_path: tuple[Path, ...], owned: set[Path]) -> list[Path]:
+    """The harness and the repository modules it imports, transitively (files in ``owned`` only)."""
+    seen: dict[Path, None] = {harness.resolve(): None}
+    todo = [harness.resolve()]
+    while todo:
+        path = todo.pop()
+        source = _read(path)
+        found = _relative_files(path, source)
+        for name in sorted(imported_names(source)):
+            if name.partition(".")[0] not in sys.stdlib_module_names:
+                found += _module_files(name, import_path)
+        for f in found:
+            f = f.resolve()
+            if f in owned and f not in seen:
+                seen[f] = None
+                todo.append(f)
+    return list(seen)
 
 
 MAX_TOKENS = 256  # dictionary tokens taken from source constants (more dilutes libFuzzer's choice)
@@ -202,8 +261,8 @@ class HarnessSetup:
 
 
 def setup(root: Path, harness: Path, corpus: Path, sources: list[Path] | None = None) -> HarnessSetup:
-    """Seeds, dictionary, import path and stdlib parsers for ``harness`` (``corpus``: its CI corpus
-    folder; ``sources``: the repository's Python files, whose stdlib parser imports count)."""
+    """Seeds, dictionary, import path, stdlib parsers and tokens for ``harness`` (``corpus``: its CI
+    corpus folder; ``sources``: the repository's own Python files, default ``python_files``)."""
     here, stem = harness.parent, harness.stem
     seeds = [corpus] if corpus.is_dir() else []
     seeds += [p for p in (here / f"{stem}_seed_corpus", here / "seeds", here / "corpus") if p.is_dir()]
@@ -212,17 +271,15 @@ def setup(root: Path, harness: Path, corpus: Path, sources: list[Path] | None = 
     if not dictionary.is_file():
         dicts = sorted(here.glob("*.dict"))
         dictionary = dicts[0] if len(dicts) == 1 else None  # type: ignore[assignment]
-    paths = [here, *(p for p in (root / "src",) if p.is_dir()), root]
-    own = _read(harness)
-    imported, tokens = stdlib_imports(own), constant_tokens(own)
-    for path in sources if sources is not None else python_files(root):
-        if path.name.startswith("test_") or path.name == "conftest.py" or path == harness:
-            continue
+    folders = (here, *(p for p in (root / "src",) if p.is_dir()), root)
+    paths = tuple(dict.fromkeys(p.resolve() for p in folders))
+    owned = {p.resolve() for p in (sources if sources is not None else python_files(root))}
+    imported: set[str] = set()
+    tokens: list[bytes] = []
+    for path in code_under_test(harness, paths, owned | {harness.resolve()}):
         source = _read(path)
         imported |= stdlib_imports(source)
-        if not is_harness(path):  # another harness's constants are not this one's
-            tokens += constant_tokens(source)
+        tokens += constant_tokens(source)
     return HarnessSetup(harness, tuple(dict.fromkeys(seeds)), tuple(zips), dictionary,
-                        tuple(dict.fromkeys(tokens))[:MAX_TOKENS],
-                        tuple(dict.fromkeys(p.resolve() for p in paths)),
+                        tuple(dict.fromkeys(tokens))[:MAX_TOKENS], paths,
                         tuple(sorted(imported & STDLIB_PARSERS)))

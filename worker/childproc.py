@@ -36,6 +36,10 @@ from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
 
 log = structlog.get_logger()
 
+# A child asked to end its task early (end_turn) that has not answered this long after is
+# ended like one past its deadline: a z3 call can ignore its time-out and z3's own interrupt
+# for many seconds (seen: email-validator's string queries), and the campaign waits on it.
+CUT_GRACE_S = 1.0
 DISCARD = "discard"  # stderr: to /dev/null
 INHERIT = "inherit"  # stderr: the worker's own
 SCRATCH = "scratch"  # stderr: a file in the child's scratch directory (``stderr_tail``)
@@ -205,6 +209,7 @@ class Running(Generic[OptionsT]):
     candidates: list[Candidate] = field(default_factory=list)
     execs: int = 0
     ready: Outcome | None = None  # decided without the child (bad options, hand-over failed)
+    cut_at: float = 0.0  # end_turn asked the child to end the task early (monotonic), 0 = not
 
 
 class EngineAdapter(Protocol[OptionsT]):
@@ -310,6 +315,22 @@ class ChildExecutor(Generic[OptionsT]):
             assert self._child is not None  # _drain returns an outcome when there is none
             self._child.poll(min(deadline - now, max(0.0, self._deadline(run) - now) + 0.001))
 
+    def end_turn(self) -> bool:
+        """Ask the child to end its task early with what it found so far (``engine_api.Turns``):
+        only an engine whose child takes the request (``adapter.cuttable``: SIGUSR1, see
+        ``worker.concolic.cut``), and only once the child runs the task (past LOADING: the child
+        clears the request when a task starts, so one sent earlier would be lost)."""
+        run, child = self._running, self._child
+        if not getattr(self._adapter, "cuttable", False) or run is None or run.ready is not None \
+                or run.phase in (Phase.QUEUED, Phase.LOADING) or child is None:
+            return False
+        try:
+            os.kill(child.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return False
+        run.cut_at = run.cut_at or time.monotonic()
+        return True
+
     def abort(self) -> None:
         run, self._running = self._running, None
         if run is not None:
@@ -387,6 +408,8 @@ class ChildExecutor(Generic[OptionsT]):
     def _deadline(self, run: Running[OptionsT]) -> float:
         if run.phase is Phase.QUEUED:  # the child may still be starting (imports, a warm-up)
             return run.started + self._adapter.start_timeout_s
+        if run.cut_at:  # asked to end early: a child that does not, is ended (adapter.killed)
+            return min(self._adapter.deadline(run), run.cut_at + CUT_GRACE_S)
         return self._adapter.deadline(run)
 
     def _enforce(self, run: Running[OptionsT]) -> Outcome | None:

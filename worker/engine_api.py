@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from symfence.protocol.messages import Status
 
@@ -102,3 +102,15 @@ class Executor(Protocol):
     def abort(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Turns(Protocol):
+    """An executor whose task is a turn of open-ended work (a fuzz turn): it can end early.
+
+    ``end_turn`` asks the running turn to answer soon (a fuzz turn: once it has run a second)
+    with what it has done so far, as a normal outcome (not a cancel); it returns False when no turn is running or the turn
+    cannot end yet (a process still starting). The worker calls it when a short task waits that
+    the campaign waits on (``protocol.messages.RERUN_BOUND``)."""
+
+    def end_turn(self) -> bool: ...

@@ -1,5 +1,10 @@
 """The worker loop: a local FIFO of WORK (up to the dispatch depth), one task at a time.
 
+Re-runs the campaign waits on (``RERUN_BOUND``: a claim's confirmation) go to the queue's front,
+and the running fuzz turn or engine task ends early for them (``Turns``): a find is confirmed in
+about a second, not after the tasks ahead of it. After YIELD (the campaign's drain) every task
+ends early that way, so what it found is committed instead of cancelled at the stop.
+
 The loop never blocks in MPI: it drains messages, starts the next task, waits on the running
 executor (blocking, for up to RUNNING_WAIT_S: the coordinator keeps the next WORK queued here,
 so nothing waits on MPI meanwhile), heartbeats, and repeats. With nothing to run it backs off
@@ -24,10 +29,10 @@ from symfence.protocol.backoff import Backoff, crowded, spins_for_host
 from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work_frame, encode
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
-from symfence.protocol.messages import Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
+from symfence.protocol.messages import RERUN_BOUND, Candidate, Control, ControlKind, Cost, Result, Status, Tag, Work
 from symfence.protocol.rules import DEFAULT_LIMITS, INFO_TEXT_BYTES, MAX_BATCH, Limits
 from symfence.worker.endpoint import Endpoint
-from symfence.worker.engine_api import Executor, Outcome, Task
+from symfence.worker.engine_api import Executor, Outcome, Task, Turns
 from symfence.worker.executors import make_executor
 from symfence.worker.faults import FaultInjector
 from symfence.worker.hostcheck import verify
@@ -55,6 +60,8 @@ class Worker:
         self.queue: collections.deque[Work] = collections.deque()
         self.running: Work | None = None
         self.running_executor: Executor | None = None
+        self.winding_down = False  # YIELD heard: every task answers as soon as it can
+        self._ended: Work | None = None  # the running task asked to end early (end_turn)
         self.executors: dict[str, Executor] = {}
         self.coverage = CoverageMap()
         self.sender = ResultSender(lambda frame: self.world.send(COORDINATOR, Tag.RESULT, frame))
@@ -170,6 +177,9 @@ class Worker:
                 self._start(self.queue.popleft())
                 progressed = True
             until = self._flush_held(next_heartbeat)
+            if self.running is not None and self._ended is not self.running and (
+                    self.winding_down or (self.queue and self.queue[0].bound >= RERUN_BOUND)):
+                self._end_turn()  # again until it takes (an engine's child: once it runs the task)
             if self.running is not None:
                 # Sleep in the executor, not in a spin: whatever arrives meanwhile only queues.
                 outcome = self._wait(max(0.0, min(self.running_wait_s, until - time.monotonic())))
@@ -261,8 +271,27 @@ class Worker:
                 log.warning("coverage.bad_delta", error=str(exc))
         if self.faults is not None and self.faults.drop_work(work.token):
             return
-        self.queue.append(work)
+        if work.bound >= RERUN_BOUND:
+            self._run_soon(work)
+        else:
+            self.queue.append(work)
         self.max_held = max(self.max_held, len(self.queue) + (self.running is not None))
+
+    def _run_soon(self, work: Work) -> None:
+        """A re-run the campaign waits on (a claimed crash's confirmation): queued ahead of all
+        but earlier re-runs (`_serve` then ends the running task early for it)."""
+        ahead = 0
+        while ahead < len(self.queue) and self.queue[ahead].bound >= RERUN_BOUND:
+            ahead += 1
+        self.queue.insert(ahead, work)
+
+    def _end_turn(self) -> None:
+        """Ask the running task to answer early with what it has (``Turns``: a fuzz turn, an
+        engine task); once it agrees, it is not asked again."""
+        running = self.running_executor if self.running is not None else None
+        if isinstance(running, Turns) and running.end_turn():
+            self.counters["turns_ended_early"] += 1
+            self._ended = self.running
 
     def _on_control(self, frame: bytes) -> None:
         try:
@@ -279,6 +308,10 @@ class Worker:
             self.beat_now = True
         elif ctl.kind is ControlKind.HEARTBEAT:
             pass  # rank 0 is there (heard_at is set for anything it sends)
+        elif ctl.kind is ControlKind.YIELD:
+            # The campaign is ending (the drain): what runs, and what starts from now on, answers
+            # with what it has instead of being cancelled at the stop with its work lost.
+            self.winding_down = True
         elif ctl.kind is ControlKind.STOP:
             self.stopping = True
             for work in self.queue:

@@ -77,8 +77,9 @@ class GroupCommit:
         for work_id in leases.take_changed():
             row = get(work_id)
             assert row is not None
-            work[work_id] = (row.queue_id, work_id, row.state.value, row.token, row.attempts, row.reason,
-                             row.status.value if row.status is not None else None)
+            status = row.status  # (Enum's `value` is a Python-level property: `_value_`, one per row)
+            work[work_id] = (row.queue_id, work_id, row.state._value_, row.token, row.attempts, row.reason,
+                             status._value_ if status is not None else None)
         run_end = None
         if self.run_end_dirty:
             run = runs[-1]

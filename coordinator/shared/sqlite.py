@@ -7,6 +7,15 @@ process of one host reads the same clock. Readers never wait (WAL). A process fr
 holds the write lock (SIGSTOP inside a transaction, for milliseconds at most) stalls every
 other writer until it runs again: no server can take the lock away from it (docs/design.md,
 "Beyond one coordinator").
+
+Opening is retried whole while another opener holds a lock it needs, up to the busy timeout:
+switching a new file to WAL reads its first page (a shared lock) and then asks for the write
+lock, and SQLite refuses a reader that wants to become a writer while another connection holds
+the write lock at once, with SQLITE_BUSY and without waiting in the busy handler (waiting could
+deadlock; sqlite3_busy_handler's documentation). So two coordinators that create one store at
+the same moment could see "database is locked" at once, whatever the busy timeout. After the
+open, every write starts with `BEGIN IMMEDIATE` holding no lock, and every read takes a WAL
+snapshot: both always wait in the busy handler.
 """
 
 from __future__ import annotations
@@ -34,11 +43,36 @@ class SqliteStore(SqlStore):
         self._placeholders: dict[str, str] = {}
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            self._transact(self._create_all)
+            self._open(synchronous, busy_timeout_s)
         except sqlite3.Error as exc:
             raise StoreError(f"campaign store {self.path}: {exc}") from exc
+
+    def _open(self, synchronous: str, busy_timeout_s: float) -> None:
+        """Switch the file to WAL, set `synchronous` and create the tables: all of it run again
+        while another opener holds a lock it needs and SQLite said busy without waiting, each run
+        waiting in the busy handler only for what is left of `busy_timeout_s`; a lock still
+        held then is the busy error, as from any transaction."""
+        deadline = time.monotonic() + busy_timeout_s
+        pause = 0.001
+        while True:
+            self._wait_at_most(deadline - time.monotonic())
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._transaction(self._create_all)
+                break
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                    raise
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(2 * pause, 0.05)
+        self._wait_at_most(busy_timeout_s)
+
+    def _wait_at_most(self, seconds: float) -> None:
+        """The busy handler's timeout for this connection's next statements."""
+        self._conn.execute(f"PRAGMA busy_timeout = {max(0, round(seconds * 1000))}")
 
     def _create_all(self, cur: Cursor, now: float) -> None:
         self._create(cur, now, SPELLINGS)
@@ -54,18 +88,21 @@ class SqliteStore(SqlStore):
         return translated
 
     def _transact(self, body: Callable[[Cursor, float], T]) -> T:
-        cur = self._conn.cursor()
         try:
-            cur.execute("BEGIN IMMEDIATE")  # the write lock first: `now` is read while holding it
-            try:
-                result = body(cur, self._wall())
-            except BaseException:
-                if self._conn.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
-            cur.execute("COMMIT")
-        except sqlite3.Error as exc:  # e.g. the write lock not free within BUSY_TIMEOUT_S
+            return self._transaction(body)
+        except sqlite3.Error as exc:  # e.g. the write lock not free within the busy timeout
             raise StoreError(f"campaign store {self.path}: {exc}") from exc
+
+    def _transaction(self, body: Callable[[Cursor, float], T]) -> T:
+        cur = self._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")  # the write lock first: `now` is read while holding it
+        try:
+            result = body(cur, self._wall())
+        except BaseException:
+            if self._conn.in_transaction:
+                cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
         return result
 
     def _read(self, body: Callable[[Cursor, float], T]) -> T:

@@ -10,6 +10,8 @@ For a task ``(data, bound)`` the engine
    solver time-out; bytes the query does not mention keep the parent's value; if the input
    length is involved the solver first tries to keep it, then allows ``|len - n| <= 1, 4,
    16, ...`` up to ``max_input_len`` (new bytes are zero);
+   plus, with no solver, the input with a piece replaced by the constant of another length
+   it was compared with (``Recorder.splice``, as input-to-state replacement does);
 4. replays every child concretely (its trace, crash or hang; whether it really took the flipped
    branch - a divergence otherwise) and reports it with child bound ``i + 1``;
 5. replays every crash and hang (of a child or of the input itself) on the plain target in a
@@ -20,6 +22,11 @@ For a task ``(data, bound)`` the engine
 branch at all, ``left_via.<function>``: where the input most likely left Python (``diagnose``).
 A per-engine memo of ``(prefix hash, site, direction)`` skips queries another work item already
 solved; a retry of the same ``work_id`` is never skipped, so a lost result can be recomputed.
+Each task runs in a z3 context of its own (``z3scope``): the solver's pick among many models
+depends on the context's history, so a shared one made a task's search depend on the tasks the
+process ran before. What a task sees of earlier ones: the memo above (queries skipped), the
+sites whose comparison constants were harvested already (``dictionary``: fewer tokens) and
+the target's own module state.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Mapping, Protocol
 
 import z3
 
+from symfence.worker.concolic import cut
 from symfence.worker.concolic.dictionary import comparison_constants
 from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
@@ -47,6 +55,7 @@ from symfence.worker.concolic.models import InputVariables
 from symfence.worker.concolic.options import EngineOptions
 from symfence.worker.concolic.replay import Verdict, replay_plain
 from symfence.worker.concolic.recorder import LENGTH_BIT, Pin, Recorder
+from symfence.worker.concolic.z3scope import task_context
 from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Task
 
 _MEMO_LIMIT = 1 << 20
@@ -190,6 +199,7 @@ class ConcolicEngine:
     def run_task(self, task: Task, progress: Progress | None = None) -> Outcome:
         """Run one task to completion. Never raises: engine failures are ERROR outcomes."""
         wall0, cpu0 = time.perf_counter(), time.process_time()
+        cut.clear()
         try:
             options = EngineOptions.from_mapping(task.options)
             target = load_target(task.target, parse_module_list(options.instrument),
@@ -198,7 +208,8 @@ class ConcolicEngine:
             outcome = Outcome(ExitKind.ERROR, error=f"{type(exc).__name__}: {exc}")
         else:
             try:
-                outcome = _Search(self._memo, task, options, target, progress or NoProgress()).run()
+                with task_context():  # the solver's choices depend on this task alone
+                    outcome = _Search(self._memo, task, options, target, progress or NoProgress()).run()
             except Exception:  # noqa: BLE001 - an engine failure is data, never a dead worker
                 outcome = Outcome(ExitKind.ERROR, error=traceback.format_exc())
         if len(self._memo) > _MEMO_LIMIT:
@@ -266,7 +277,10 @@ class _Search:
             self.stats["imports_not_instrumented"] += 1  # the library failed to import rewritten
         if not symbolic.recorder.sites:
             self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
-        self._expand(symbolic)
+        if cut.requested():
+            self.stats["cut_short"] += 1  # a re-run waits on this worker: answer now (cut.py)
+        else:
+            self._expand(symbolic)
         if self.prefix is not None and self.prefix.strings_dropped:
             self.stats["regex_prefix_dropped"] += self.prefix.strings_dropped
         self._confirm_pending()
@@ -326,7 +340,11 @@ class _Search:
         prefix = self.prefix = _Prefix(rec)
         prefix_hash = hash(("symfence", task.target))
         produced = {task.data}
+        self._splice(rec, produced)  # first: no solver, and aimed at a comparison
         for i, (site, taken) in enumerate(zip(rec.sites, rec.taken)):
+            if cut.requested():
+                self.stats["cut_short"] += 1  # a re-run waits on this worker: answer now (cut.py)
+                return
             for pin in prefix.advance(i):
                 prefix_hash = hash((prefix_hash, "pin", pin.value))
             # the input may always grow (memo: once per prefix), at the end or under a loop's
@@ -358,20 +376,61 @@ class _Search:
                         self.stats["duplicates"] += 1
                     elif result == z3.unsat and self.loops.out_of_reach(rec, i):
                         self.loops.pursue(run, task.data, i)
-            prefix_hash = hash((prefix_hash, site, taken))
+            prefix_hash = hash((prefix_hash, site, taken, rec.states.get(i, 0)))
+
+    def _splice(self, rec: Recorder, produced: set[bytes]) -> None:
+        """Children with a piece of the input replaced by the constant of another length it was
+        compared with (``Recorder.splice``: a JSON key ``"x"`` against ``"cmd"``), or with a
+        compared constant inserted where an empty piece was tested (``Recorder.insertion``: the
+        key ``""``), no solver involved; at most a quarter of ``max_candidates``, each child
+        once per engine (memo)."""
+        task, opts = self.task, self.options
+        used = len(self.candidates) + len(self.pending)
+        budget = min(max(1, opts.max_candidates // 4), opts.max_candidates - used)
+        edits = [(start, end, constant, position)
+                 for (start, end, constant), position in rec.splices.items()]
+        edits += [(offset, offset, constant, position)
+                  for offset, position in rec.insertions.items() for constant in rec.constants]
+        for start, end, constant, position in edits:
+            if budget <= 0:
+                self.stats["splice_cap_hits"] += 1
+                return
+            child = task.data[:start] + constant + task.data[end:]
+            if len(child) > opts.max_input_len or child in produced:
+                continue
+            key = (hash(("splice", task.target, child)), -1, True)
+            solved_by = self.memo.get(key)
+            if solved_by is not None and solved_by != task.work_id:
+                self.stats["memo_skips"] += 1
+                continue
+            self.memo[key] = task.work_id
+            produced.add(child)
+            budget -= 1
+            self.stats["splices" if start < end else "insertions"] += 1
+            # the path up to the comparison is mostly the parent's (the piece scans longer)
+            self._report(child, min(task.bound, position))
 
     def _check(self, solver: z3.Solver, extra: list[z3.BoolRef], counters: str = "",
                ) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """One query (the solver's constraints plus ``extra``): result and model if sat.
-        Counted as ``<counters>queries`` and ``<counters>sat``/``unsat``/``unknown``."""
+        Counted as ``<counters>queries`` and ``<counters>sat``/``unsat``/``unknown``. Once the
+        task is asked to end (``cut``), every query is unknown at once: the search unwinds."""
+        if cut.requested():
+            return z3.unknown, None
         solver.push()
         solver.add(*extra)
         start = time.perf_counter()
+        overruns = cut.overruns()
+        cut.arm(solver.ctx, self.query_ms / 1000)  # z3 may overrun its time-out: interrupted then
         try:
             result = solver.check()
             model = solver.model() if result == z3.sat else None
         except z3.Z3Exception:
             result, model = z3.unknown, None
+        finally:
+            cut.disarm()
+        if cut.overruns() != overruns:
+            self.stats["solver_overruns"] += 1
         self.solver_s += time.perf_counter() - start
         solver.pop()
         self.stats[counters + "queries"] += 1

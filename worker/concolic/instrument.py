@@ -7,9 +7,16 @@ its code under test (``harness_imports``: the library an OSS-Fuzz harness fuzzes
 of them imported while the target loads), plus the modules named in the ``instrument`` option (and
 their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
 never to symfence, z3 or the modules the engine models itself. In those modules:
-- calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` and ``x.get(k[, default])`` go to
-  helpers from ``worker.concolic.models``; ``a in b`` / ``a not in b`` to ``sym_contains``; a subscript
-  ``x[k]`` to ``sym_getitem`` (``tables``) (a symbolic index into a constant table or dict);
+- calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` go to helpers from
+  ``worker.concolic.models``; ``x.get(k[, default])``, ``x.setdefault(k[, default])`` and
+  ``x.join(parts)`` (also taken as values: ``memo_get = memo.setdefault``) to ``tables``'
+  ``sym_get``/``sym_method``/``sym_join_call``; ``a in b`` / ``a not in b`` to ``sym_contains``; a
+  subscript ``x[k]`` to ``sym_getitem`` (``tables``) (a symbolic index into a constant table or dict);
+- ``a == b`` / ``a != b`` where neither side is a constant go to ``equality`` (dicts, lists and
+  tuples holding proxies compared as one condition);
+- the name ``int`` taken as a value where code picks a converter (an ``or``/``if-else``
+  operand: ``parse_int or int``) is ``sym_int`` (not as an argument or default, where it may
+  be a type: ``dtype=int``);
 - a comparison used as a value (returned, stored, passed) rather than as a test is decided
   on the spot (``sym_truth``), so plain code receives a real ``bool``;
 - the module's ``__builtins__`` has ``len``, ``ord``, ``chr``, ``isinstance`` and
@@ -36,7 +43,8 @@ from typing import Any, Callable, Iterable
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.concolic.importhook import instrumented_builtins
 from symfence.worker.concolic.models import sym_from_bytes, sym_int, sym_truth, sym_type
-from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem
+from symfence.worker.concolic.equality import sym_eq, sym_ne
+from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem, sym_join_call, sym_method
 from symfence.worker.engine_api import TargetLoadError
 
 Target = Callable[[bytes], object]
@@ -47,9 +55,16 @@ _IN = "__symfence_in__"
 _GETITEM = "__symfence_getitem__"
 _TRUTH = "__symfence_truth__"
 _GET = "__symfence_get__"
+_METHOD = "__symfence_method__"
+_JOIN = "__symfence_join__"
+_EQ = "__symfence_eq__"
+_NE = "__symfence_ne__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
-           _TRUTH: sym_truth, _GET: sym_get}
+           _TRUTH: sym_truth, _GET: sym_get, _METHOD: sym_method, _JOIN: sym_join_call,
+           _EQ: sym_eq, _NE: sym_ne}
+_LOOKUPS = ("get", "setdefault")
+_METHODS = (*_LOOKUPS, "join")  # taken as values: sym_method
 
 # Never rewritten: symfence and its solver, and what the engine models or runs on.
 NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", "types",
@@ -111,10 +126,39 @@ class _Rewriter(ast.NodeTransformer):
         self.shadowed = shadowed
         self.tests = tests
         self.rewrites = 0
+        self.callees: set[int] = set()  # ids of the Attribute nodes called (not taken as values)
+
+    def _converter(self, node: ast.expr) -> ast.expr:
+        """The name ``int`` where code picks a converter becomes ``sym_int``."""
+        if isinstance(node, ast.Name) and node.id == "int" and "int" not in self.shadowed:
+            self.rewrites += 1
+            return ast.copy_location(ast.Name(_CALL_REWRITES["int"], ast.Load()), node)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        node.values = [self._converter(v) for v in node.values]
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        node.body, node.orelse = self._converter(node.body), self._converter(node.orelse)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if (isinstance(node.ctx, ast.Load) and node.attr in _METHODS
+                and id(node) not in self.callees):
+            self.rewrites += 1
+            return _call(_METHOD, [node.value, ast.Constant(node.attr)], node)
+        return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Attribute):
+            self.callees.add(id(node.func))
         self.generic_visit(node)
         func = node.func
+        plain_args = not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)
         if (isinstance(func, ast.Attribute) and func.attr == "from_bytes"
                 and isinstance(func.value, ast.Name) and func.value.id == "int"
                 and "int" not in self.shadowed):
@@ -125,10 +169,13 @@ class _Rewriter(ast.NodeTransformer):
                 and (func.id != "type" or (len(node.args) == 1 and not node.keywords))):
             node.func = ast.copy_location(ast.Name(_CALL_REWRITES[func.id], ast.Load()), func)
             self.rewrites += 1
-        elif (isinstance(func, ast.Attribute) and func.attr == "get" and not node.keywords
-                and 1 <= len(node.args) <= 2 and not any(isinstance(a, ast.Starred) for a in node.args)):
+        elif (isinstance(func, ast.Attribute) and func.attr in _LOOKUPS and plain_args
+                and 1 <= len(node.args) <= 2):
             self.rewrites += 1
-            return _call(_GET, [func.value, ast.Constant("get"), *node.args], node)
+            return _call(_GET, [func.value, ast.Constant(func.attr), *node.args], node)
+        elif isinstance(func, ast.Attribute) and func.attr == "join" and plain_args and len(node.args) == 1:
+            self.rewrites += 1
+            return _call(_JOIN, [func.value, *node.args], node)
         return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
@@ -147,10 +194,17 @@ class _Rewriter(ast.NodeTransformer):
             if isinstance(node.ops[0], ast.NotIn):
                 return ast.copy_location(ast.UnaryOp(ast.Not(), call), node)
             return call
+        result: ast.expr = node
+        if (len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq))
+                and not isinstance(node.left, ast.Constant)
+                and not isinstance(node.comparators[0], ast.Constant)):
+            self.rewrites += 1
+            helper = _EQ if isinstance(node.ops[0], ast.Eq) else _NE
+            result = _call(helper, [node.left, node.comparators[0]], node)
         if not in_test:
             self.rewrites += 1
-            return _call(_TRUTH, [node], node)
-        return node
+            return _call(_TRUTH, [result], node)
+        return result
 
 
 def instrument_source(source: str, filename: str) -> types.CodeType:

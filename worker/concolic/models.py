@@ -96,6 +96,10 @@ def sym_truth(x: Any) -> Any:
 
 
 def sym_isinstance(obj: Any, cls: Any) -> bool:
+    if cls is sym_int:  # the name ``int`` picked as a converter (``instrument``) is still the type
+        cls = int
+    elif isinstance(cls, tuple) and sym_int in cls:
+        cls = tuple(int if c is sym_int else c for c in cls)
     if isinstance(obj, SymBool) and (cls is bool or (isinstance(cls, tuple) and bool in cls)):
         return True
     return isinstance(obj, cls)

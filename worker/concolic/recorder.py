@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 LENGTH_BIT = 1  # dependency bit of the input length; byte j is bit j + 1
 _MAX_LOCATIONS = 1 << 20  # coverage locations kept per run (loops saturate buckets anyway)
+_MAX_SPLICES = 256  # splices and insertion points noted per run
+_MAX_CONSTANTS = 32  # text constants kept per run for insertions
 
 
 _SITES: dict[tuple[int, int], tuple[int, int, int]] = {}
@@ -65,7 +67,7 @@ class Recorder:
     __slots__ = (
         "symbolic", "max_branches", "pin_concretised", "sites", "taken", "conds", "deps",
         "pins", "locations", "capped", "concretisations", "implicit", "ends", "on_length",
-        "strings",
+        "strings", "states", "splices", "insertions", "constants",
     )
 
     def __init__(self, *, symbolic: bool, max_branches: int, pin_concretised: bool = False):
@@ -86,6 +88,14 @@ class Recorder:
         # negated whatever the bound, as the loop may need a longer input at any iteration
         self.on_length: set[int] = set()
         self.strings: set[int] = set()  # branches whose condition is in z3's string theory (``re``)
+        self.states: dict[int, int] = {}  # branch -> hash of what it hands on that its direction hides
+        # piece of the input compared with a constant of another length: (start, end,
+        # constant) -> number of branches before it (``splice``)
+        self.splices: dict[tuple[int, int, bytes], int] = {}
+        # where an empty piece of the input was tested (input offset -> branches before it), and
+        # the text constants compared with values built from the input: ``insert``
+        self.insertions: dict[int, int] = {}
+        self.constants: dict[bytes, None] = {}
 
     @property
     def wants_conditions(self) -> bool:
@@ -118,6 +128,32 @@ class Recorder:
             self.deps.append(proxy.deps)
             if proxy.deps == LENGTH_BIT and end_of_input < 0:
                 self.on_length.add(len(self.sites) - 1)
+
+    def splice(self, start: int, end: int, replacement: bytes) -> None:
+        """Note that input bytes ``start:end`` were compared with a constant of another length
+        (``replacement``, encoded as the input holds it): the search tries the input with that
+        piece replaced, which no solver query can write (the bytes after it move)."""
+        if self.symbolic and len(self.splices) < _MAX_SPLICES:
+            self.splices.setdefault((start, end, replacement), len(self.sites))
+
+    def progress(self, frame: Any, score: int) -> None:
+        """A coverage location only (no branch, no condition): how many parts of a comparison
+        matched, so an input closer to the expected value is new coverage and is kept, as the
+        split comparisons of laf-intel make it for AFL++."""
+        if len(self.locations) < _MAX_LOCATIONS:
+            site = site_of(frame)[0]
+            self.locations.append(_mix(site ^ ((min(score, 255) + 1) << 16), 1))
+
+    def insertion(self, offset: int) -> None:
+        """An empty piece of the input at ``offset`` was tested (``if content:``): a constant
+        compared later may belong there (``constant``)."""
+        if self.symbolic and len(self.insertions) < _MAX_SPLICES:
+            self.insertions.setdefault(offset, len(self.sites))
+
+    def constant(self, value: bytes) -> None:
+        """A text constant compared, unequal, with a value built from the input."""
+        if self.symbolic and value and len(self.constants) < _MAX_CONSTANTS:
+            self.constants[value] = None
 
     def assume(self, constraint: z3.BoolRef, deps: int) -> None:
         """Add a constraint the path needs (never negated), e.g. a decoded byte stays ASCII."""

@@ -170,7 +170,7 @@ def _condition(pattern: Any, text: Any, pos: int, endpos: int | None, mode: str)
 
 
 def _decide(frame: Any, pattern: Any, text: Any, pos: int, endpos: int | None, mode: str,
-            taken: bool) -> None:
+            taken: bool, match: Any = None) -> None:
     """Record the branch "``text`` matches in ``mode``" (or count why it cannot be)."""
     if not _symbolic(text) or _sym._active is None:
         return
@@ -203,6 +203,10 @@ def _decide(frame: Any, pattern: Any, text: Any, pos: int, endpos: int | None, m
     implicit_branch(frame, taken, build, salt=_salt(pattern))
     if rec.symbolic and len(rec.sites) > before and rec.conds[-1] is not None:
         rec.strings.add(before)  # its queries get more solver time (engine)
+        if match is not None and match.re.groups:
+            # what the groups hold is not in the branch's direction: the engine's query memo
+            # must tell apart two paths whose groups differ (a JSON key "" and "cmd")
+            rec.states[before] = hash(match.groups())
 
 
 def _piece(text: Any, start: int, stop: int) -> Any:
@@ -298,7 +302,7 @@ class SymPattern:
     def _run(self, mode: str, text: Any, pos: int, endpos: int | None, frame: Any) -> Any:
         real = getattr(self._pattern, mode)
         match = real(text, pos) if endpos is None else real(text, pos, endpos)
-        _decide(frame, self._pattern, text, pos, endpos, mode, match is not None)
+        _decide(frame, self._pattern, text, pos, endpos, mode, match is not None, match)
         return _wrap(match, text)
 
     def match(self, string: Any, pos: int = 0, endpos: int | None = None) -> Any:

@@ -26,6 +26,8 @@ from typing import Any
 
 import z3
 
+from symfence.worker.concolic.z3scope import per_task
+
 try:  # Python 3.11+
     from re import _constants as C  # type: ignore[attr-defined]
     from re import _parser as P  # type: ignore[attr-defined]
@@ -271,6 +273,7 @@ def translate(pattern: str | bytes, flags: int, domain: Ranges = ALL) -> Transla
     return made
 
 
+@per_task  # z3 terms: one task's context
 @functools.lru_cache(maxsize=4096)
 def _translate(pattern: str | bytes, flags: int, domain: Ranges) -> Translation | Unsupported:
     if flags & re.LOCALE:

@@ -5,7 +5,8 @@ Run as ``python -m symfence.worker.childserve symfence.worker.concolic.runner ..
 events: ``Entered`` INPUT or CANDIDATE before each concrete execution, ``InputTraced`` once the
 input itself ran fine, ``Found`` after each child's replay, ``Entered`` ENGINE before crashes and
 hangs are replayed on the plain target in a fresh process. This process owns SIGALRM (the
-per-execution time limit) and limits its address space to the task's ``memory_limit_mb``.
+per-execution time limit) and SIGUSR1 (``cut``: end the task early), and limits its address
+space to the task's ``memory_limit_mb``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from symfence.protocol.options import EngineOptions
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
+from symfence.worker.concolic import cut
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.execution import own_alarm_signal
 from symfence.worker.engine_api import Candidate, Outcome, Phase
@@ -56,6 +58,7 @@ def apply_memory_limit(limit_mb: int) -> None:
 class ConcolicHandler:
     def __init__(self) -> None:
         own_alarm_signal()
+        cut.install()
         self._engine = ConcolicEngine()
 
     def run(self, request: RunTask, events: Events) -> Outcome:

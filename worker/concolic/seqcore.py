@@ -231,6 +231,8 @@ class _Seq:
             return NotImplemented
         if len(items) == len(self._items):
             return all_equal(self._items, items)
+        if not isinstance(other, _Seq):
+            self._splice(items)
         length = self._len
         if isinstance(other, _Seq) or not isinstance(length, SymInt):
             return False
@@ -254,6 +256,26 @@ class _Seq:
                 return SymBool(False, 0, None)
             cond, deps = z3.And(cond, prefix.cond), deps | prefix.deps
         return SymBool(False, deps, cond)
+
+    def _splice(self, constant: list[int]) -> None:
+        """This contiguous piece of the input is compared with a constant of another length:
+        note the input with the piece replaced by it (``Recorder.splice``; ASCII for text)."""
+        rec = _active()
+        if rec is None or not rec.symbolic or self._base is None:
+            return
+        limit = 0x100 if self._kind == "bytes" else 0x80
+        if all(0 <= v < limit for v in constant):
+            rec.splice(self._base, self._base + len(self._items), bytes(constant))
+            rec.constant(bytes(constant))
+
+    def __bool__(self) -> bool:
+        """Truth is the concrete length; an empty piece of the input notes where it is, so a
+        constant compared later can be inserted there (``Recorder.insertion``)."""
+        if not self._items and self._base is not None:
+            rec = _active()
+            if rec is not None:
+                rec.insertion(self._base)
+        return bool(self._items)
 
     def __ne__(self, other: object) -> Any:  # type: ignore[override]
         result = self.__eq__(other)

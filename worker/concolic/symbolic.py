@@ -43,6 +43,7 @@ from typing import Any
 import z3
 
 from symfence.worker.concolic.recorder import Recorder
+from symfence.worker.concolic.z3scope import per_task
 
 WIDTH = 64  # narrowest term; wider when a value needs it
 MAX_WIDTH = 1024  # wider results are concretised (kind "overflow")
@@ -418,7 +419,7 @@ def shift(a: Any, b: Any, left: bool, frame: Any) -> Any:
     return SymInt(value, ta << tb if left else ta >> tb, ad | bd, w)
 
 
-_ONE: dict[int, Any] = {}
+_ONE: dict[int, Any] = per_task({})  # z3 constants of the task's context
 
 
 def _bool_to_int(cond: z3.BoolRef) -> z3.BitVecRef:

@@ -7,8 +7,9 @@ iteration, comparisons and concatenation are ``seqcore``'s (reaching the end of 
 records ``len > n`` so the search can grow the input); the methods that scan (``find``,
 ``split``, ``strip``, ``in``, ...) are ``seqscan``'s, each modelled as the Python loop it
 stands for. Here: the two concrete types, ``bytes.decode`` (ASCII, Latin-1, UTF-8) giving a
-``SymStr`` and ``str.encode`` a ``SymBytes``, ``ord``/``chr``; every other method works on the
-concrete value and counts a concretisation (``bytes.<method>`` / ``str.<method>``).
+``SymStr`` and ``str.encode`` a ``SymBytes``, ``ord``/``chr``, ``join`` (``sym_join``: a plain or
+symbolic separator, symbolic parts); every other method works on the concrete value and counts
+a concretisation (``bytes.<method>`` / ``str.<method>``).
 """
 from __future__ import annotations
 
@@ -136,6 +137,9 @@ class SymBytes(_Scans, bytes):
     def __iter__(self) -> Iterator[Any]:
         return self._iterate()
 
+    def join(self, parts: Any) -> Any:  # type: ignore[override]
+        return sym_join(self, parts)
+
 
 # ---------------------------------------------------------------------------------------------
 # str
@@ -198,6 +202,9 @@ class SymStr(_Scans, str):
 
     def __iter__(self) -> Iterator[Any]:
         return self._iterate()
+
+    def join(self, parts: Any) -> Any:  # type: ignore[override]
+        return sym_join(self, parts)
 
     def isdecimal(self) -> Any: return self._predicate("isdecimal")  # type: ignore[override]
     def isnumeric(self) -> Any: return self._predicate("isnumeric")  # type: ignore[override]
@@ -262,3 +269,45 @@ def sym_chr(i: Any) -> Any:
         text = chr(i.value)  # the usual ValueError
         return SymStr(text, [i], None, False)
     return chr(i)
+
+
+def sym_join(sep: Any, parts: Any) -> Any:
+    """``sep.join(parts)`` for a ``str``/``bytes`` separator, plain or symbolic: when the
+    separator or a part is symbolic, a SymStr/SymBytes whose items are the parts' and the
+    separators' items in order (``"".join(chunks)`` of scanned text stays input). Its length is
+    concrete; if it is one contiguous run of the input, it knows where (``_base``)."""
+    if not isinstance(sep, (str, bytes)):
+        return sep.join(parts)  # bytearray, os.path, ...: their own join
+    parts = list(parts)
+    plain_sep = sep._plain() if isinstance(sep, (SymStr, SymBytes)) else sep
+    plain = plain_sep.join([p._plain() if isinstance(p, (SymStr, SymBytes)) else p
+                            for p in parts])  # the real TypeError for a wrong item
+    if not isinstance(sep, (SymStr, SymBytes)) and not any(isinstance(p, (SymStr, SymBytes))
+                                                           for p in parts):
+        return plain
+    kind: Any = SymStr if isinstance(sep, str) else SymBytes
+    sep_items = kind._other_items(sep)
+    items: list[Any] = []
+    for i, part in enumerate(parts):
+        if i:
+            items.extend(sep_items)
+        items.extend(kind._other_items(part))
+    result = kind(plain, items, None, False)
+    result._base = _contiguous_base(parts) if not sep_items else None
+    return result
+
+
+def _contiguous_base(parts: list[Any]) -> int | None:
+    """Where in the input the parts lie if they are one contiguous run of it, else None."""
+    base = None
+    end = None
+    for part in parts:
+        if not isinstance(part, (SymStr, SymBytes)) or part._base is None:
+            if len(part):
+                return None
+            continue
+        if end is not None and part._base != end:
+            return None
+        base = part._base if base is None else base
+        end = part._base + len(part._items)
+    return base

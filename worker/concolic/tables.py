@@ -1,7 +1,8 @@
 """Symbolic indexing and membership: a symbolic key into a constant table or dict, and ``in``.
 
 Instrumented code calls ``sym_getitem`` for ``x[k]``, ``sym_get`` for ``x.get(k[, default])``
-and ``sym_contains`` for ``a in b``. A symbolic index into a constant list, tuple, bytes, str
+and ``x.setdefault(...)`` (``sym_method`` for these and ``"".join`` taken as values; a memo,
+``d.setdefault(k, k)``, keeps ``k`` symbolic without a branch) and ``sym_contains`` for ``a in b``. A symbolic index into a constant list, tuple, bytes, str
 or range stays symbolic (a z3 array select, with the bound as a branch; a table of short
 strings: an array select per character, the entry's length a branch); a symbolic key into a
 plain dict is an If chain over its keys (membership a branch); ``in`` a constant is a branch
@@ -12,6 +13,7 @@ when a mutable table changes.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +36,8 @@ from symfence.worker.concolic.symbolic import (
     value_of,
     width_for,
 )
-from symfence.worker.concolic.symseq import SymBytes, SymStr
+from symfence.worker.concolic.symseq import SymBytes, SymStr, sym_join
+from symfence.worker.concolic.z3scope import per_task
 
 TABLE_LIMIT = 4096  # longest constant table indexed symbolically (else: a branch on the index)
 
@@ -90,15 +93,71 @@ def sym_getitem(container: Any, key: Any) -> Any:
 
 
 def sym_get(container: Any, attr: str, *args: Any) -> Any:
-    """``container.get(key[, default])`` (instrumented ``x.get(...)`` calls): a symbolic key into
-    a plain dict is looked up as ``sym_getitem`` does (its membership a branch); anything else
-    is the object's own ``get``."""
-    if type(container) is dict and 1 <= len(args) <= 2 and isinstance(args[0], PROXY_TYPES):
+    """``container.get(key[, default])`` / ``container.setdefault(key[, default])`` (instrumented
+    calls, and the bound methods ``sym_method`` hands out): a symbolic key into a plain dict is
+    looked up as ``sym_getitem`` does (its membership a branch), except a memo (``memo``);
+    anything else is the object's own method."""
+    if (type(container) is dict and attr in _LOOKUPS and 1 <= len(args) <= 2
+            and isinstance(args[0], PROXY_TYPES)):
+        key, frame = args[0], sys._getframe(1)
+        default = args[1] if len(args) == 2 else None
+        if default is key:
+            return _memo(container, key, attr == "setdefault", frame)
         try:
-            return _dict_lookup(container, args[0], sys._getframe(1))
+            return _dict_lookup(container, key, frame)
         except KeyError:
-            return args[1] if len(args) == 2 else None
+            if attr == "setdefault":
+                container[key] = default  # the key itself, as C stores it (its hash is counted)
+            return default
     return getattr(container, attr)(*args)
+
+
+_LOOKUPS = ("get", "setdefault")
+
+
+def sym_method(obj: Any, attr: str) -> Any:
+    """``obj.get`` / ``obj.setdefault`` / ``obj.join`` taken as a value (``memo_get =
+    memo.setdefault``, ``_join = "".join``): for a plain dict or a str/bytes separator, the
+    modelled method bound to ``obj``; else the object's own attribute."""
+    if attr in _LOOKUPS and type(obj) is dict:
+        return functools.partial(sym_get, obj, attr)
+    if attr == "join" and type(obj) in (str, bytes):
+        return functools.partial(sym_join, obj)
+    return getattr(obj, attr)
+
+
+def sym_join_call(obj: Any, *args: Any) -> Any:
+    """An instrumented call ``obj.join(parts)``: ``sym_join`` for a str/bytes separator."""
+    if len(args) == 1 and isinstance(obj, (str, bytes)):
+        return sym_join(obj, args[0])
+    return obj.join(*args)
+
+
+def _plain_key(key: Any) -> Any:
+    return key._plain() if isinstance(key, _Seq) else value_of(key)
+
+
+def _memo(d: dict, key: Any, store: bool, frame: Any) -> Any:
+    """``d.setdefault(key, key)`` / ``d.get(key, key)``: the result equals ``key`` unless ``key``
+    is one of the entries whose value differs from its key (an alias table), so only those
+    entries are branched over; a pure memo (interned keys, json's object keys) keeps the key
+    symbolic and records nothing. ``setdefault`` stores a new key under its plain value."""
+    plain = _plain_key(key)
+    if len(d) > TABLE_LIMIT:
+        note_concretised("dict_index")
+        return d.setdefault(plain, key) if store else d.get(plain, key)
+    aliases = [k for k, v in d.items()
+               if type(_plain_key(v)) is not type(_plain_key(k)) or _plain_key(v) != _plain_key(k)]
+    if aliases:
+        tests = _key_tests(key, aliases)
+        hit = plain in aliases
+        if any(isinstance(t, SymBool) for t in tests):
+            hit = decide(any_true(tests, hit), frame)
+        if hit:
+            return _dict_lookup(d, key, frame)
+    if store and plain not in d:
+        d[plain] = key
+    return key
 
 
 def _table_lookup(container: Any, key: SymInt, frame: Any) -> Any:
@@ -130,7 +189,7 @@ def _table_lookup(container: Any, key: SymInt, frame: Any) -> Any:
     return item
 
 
-_ARRAYS: dict[int, tuple[Any, Any, int]] = {}
+_ARRAYS: dict[Any, tuple[Any, Any, int, tuple[int, ...]]] = per_task({})  # z3 arrays: one task's
 _TEXT_LIMIT = 16  # longest str/bytes entry of a table modelled item by item
 
 

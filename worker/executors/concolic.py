@@ -29,6 +29,7 @@ class ConcolicAdapter:
     name = "concolic"
     scratch = False
     eager = True
+    cuttable = True  # the child ends a task early on SIGUSR1 (worker.concolic.cut)
 
     def __init__(self, *, quiet: bool = True, start_timeout_s: float = 60.0) -> None:
         self.stderr = DISCARD if quiet else INHERIT
@@ -46,6 +47,10 @@ class ConcolicAdapter:
         return deadline
 
     def killed(self, run: Running[EngineOptions]) -> Outcome:
+        if run.cut_at:  # asked to end early and did not in time: what it streamed is its answer
+            return Outcome(ExitKind.OK, trace=run.input_trace, candidates=tuple(run.candidates),
+                           wall_s=time.monotonic() - run.started, execs=run.execs,
+                           stats={"cut_short": 1, "cut_killed": 1, "child_restarts": 1})
         if run.phase in (Phase.INPUT, Phase.CANDIDATE):
             reason = f"execution overran {run.options.exec_timeout_s:g} s"
         else:

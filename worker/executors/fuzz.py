@@ -22,8 +22,13 @@ seen here by the shared execution counter standing still (for ``2 x exec_timeout
 of the child's CPU, or ``4 x exec_timeout_s + 2`` seconds of running wall time for a hang that
 burns no CPU): the executor sends SIGSEGV, so libFuzzer writes the input it was running. The
 input is reported once, leaves the corpus folder, and the process starts again on the same corpus
-(nothing else lost; the same stack again is not reported again), within the turn while it lasts (at most 50 restarts a turn). Traces are
-filled in by ``TracedExecutor`` (the real tracer), not here.
+(nothing else lost; the same stack again is not reported again), within the turn while it lasts
+(at most 50 restarts a turn). Traces are filled in by ``TracedExecutor`` (the real tracer), not here.
+
+A turn answers before ``slice_s`` (but after at least 1 s) when its process finds a crash or hang
+of a new signature (a Python one grows ``found/signatures.list``; a native one ends the process),
+so the campaign can confirm it at once, and when the worker ends it (``end_turn``: a
+confirmation waits here).
 
 Options (``Task.options``): ``slice_s``, ``exec_timeout_s``, ``max_len``, ``max_candidates``,
 ``rss_limit_mb``.
@@ -55,6 +60,7 @@ from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome
 log = structlog.get_logger()
 _ENGINE = "symfence.worker.fuzz.live_child"
 _MAX_RESTARTS = 50  # per turn
+_CUT_AFTER_S = 1.0  # a turn cut short (a new find, end_turn) still runs this long: at most a turn a second
 _START_LIMIT_S = 600.0  # import + instrumentation + corpus load: past this with no input run, an error
 _ARTIFACT_KINDS = {"crash": ExitKind.CRASH, "oom": ExitKind.CRASH, "leak": ExitKind.CRASH,
                    "timeout": ExitKind.HANG}
@@ -141,6 +147,7 @@ class _Live:
     launch_tokens: int = 0  # dictionary tokens this run was started with
     runs: int = 0
     cpu_answered: float = 0.0  # the child's CPU at the last answer (it may run on until paused)
+    signatures_size: int = 0  # found/signatures.list's size when last looked: it grows by a new find
 
     @property
     def corpus(self) -> Path:
@@ -180,6 +187,11 @@ class _Turn:
     restarts: int = 0
     artifacts: list[CandidateOut] = field(default_factory=list)
     error: str = ""
+    cut: bool = False  # a new find or end_turn: answer after _CUT_AFTER_S, before slice_s
+
+    @property
+    def ends_at(self) -> float:
+        return self.started + (min(self.options.slice_s, _CUT_AFTER_S) if self.cut else self.options.slice_s)
 
 
 class FuzzExecutor:
@@ -243,17 +255,39 @@ class FuzzExecutor:
                     return answer
                 continue
             now = time.monotonic()
+            if not turn.cut and self._found_new(live):
+                turn.cut = True  # a new crash or hang: answered now, confirmed while the process goes on
             if live.entered_at is not None:
                 self._watchdog(turn, now)
             elif now - live.launched_at > _START_LIMIT_S:
                 live.proc.kill_group()  # ends as a process that never ran an input
                 continue
             first_start = live.entered_at is None and live.runs == 1  # its first answer says if it runs
-            if now >= turn.started + turn.options.slice_s and not first_start:
+            if now >= turn.ends_at and not first_start:
                 return self._answer(turn)  # (a restart still starting goes on at the next turn)
             if now >= deadline:
                 return None
             time.sleep(min(0.01, max(0.0, deadline - now)))
+
+    def end_turn(self) -> bool:
+        """The turn answers soon with what it did so far (engine_api.Turns): once it has run
+        `_CUT_AFTER_S` (a process on its first start: once it runs its first input). The
+        process stops between turns as after any answer, so nothing it found is lost."""
+        turn = self._turn
+        if turn is None or self._ready is not None:
+            return False
+        turn.cut = True
+        return True
+
+    @staticmethod
+    def _found_new(live: _Live) -> bool:
+        """Whether the process recorded a crash or hang of a new signature since the last look."""
+        try:
+            size = os.stat(live.found / "signatures.list").st_size
+        except OSError:
+            return False
+        grew, live.signatures_size = size > live.signatures_size, size
+        return grew
 
     def abort(self) -> None:
         """The turn is cancelled: the process is only stopped, its finds go in the next answer."""
@@ -470,13 +504,14 @@ class FuzzExecutor:
             if detail not in live.native_seen:  # the same stack again: its input only leaves the corpus
                 live.native_seen.add(detail)
                 turn.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
+                turn.cut = True  # a new stack: answered now (the next turn starts the process again)
             # A corpus file that kills the process would kill every restart while loading the
             # corpus: it leaves the fuzzer's corpus (it is reported as a finding instead).
             (live.corpus / hashlib.sha1(data).hexdigest()).unlink(missing_ok=True)
         if not ran:  # import error, bad target, ...: a restart would fail the same way
             turn.error = "fuzz process ran no input:\n" + run_log[-4000:]
             return self._answer(turn)
-        if turn.restarts >= _MAX_RESTARTS or time.monotonic() >= turn.started + turn.options.slice_s:
+        if turn.restarts >= _MAX_RESTARTS or time.monotonic() >= turn.ends_at:
             return self._answer(turn)  # the next turn starts it again
         turn.restarts += 1
         self._launch(turn)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
+from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task, Turns
 from symfence.worker.realtrace.client import TraceClient
 
 TRACE_SLACK = 3.0
@@ -62,6 +62,12 @@ class TracedExecutor:
         if traced is None:
             return None
         return self._merge(traced)
+
+    def end_turn(self) -> bool:
+        """The inner task ends early if it can (``engine_api.Turns``); its inputs being traced
+        already: nothing to end, it answers soon."""
+        inner = self.inner
+        return self._pending is None and isinstance(inner, Turns) and inner.end_turn()
 
     def _submit(self, outcome: Outcome) -> bool:
         task = self._task

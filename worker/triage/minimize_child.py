@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symfence.protocol.execpath import runnable
+from symfence.worker import atheris_compat
 from symfence.protocol.crashid import identity_from_detail
 from symfence.protocol.pycrash import HANG_STACK_MARK, code_under_test, identity_from_hang, identity_from_python_exception
 from symfence.worker.childserve import Events
@@ -102,6 +103,7 @@ def python_oracle(target: str, exec_timeout_s: float,
     """run(data) -> (outcome, detail): outcome "ok", the crash's identity key, or for a hang
     ``hang`` plus its identity key (the stack it hung in, as the campaign's confirmation takes it)."""
     module_name, _, attr = target.partition(":")
+    atheris_compat.plain()  # an OSS-Fuzz harness's libFuzzer-only calls at import: no-ops here
     fn = getattr(importlib.import_module(module_name), attr)
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
 
