@@ -39,6 +39,7 @@ class WorkItem:
     origin: str = ""  # the stage that found the input ("seed", "concolic", "fuzz", ...)
     avoid: frozenset[int] = frozenset()  # ranks whose dispatch of it expired or was lost
     kind: WorkKind = WorkKind.CORPUS
+    continued: int = 0  # times its task was cut short and handed back the rest (workkinds.continuation)
 
     @property
     def stage(self) -> str:

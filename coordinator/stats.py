@@ -48,6 +48,8 @@ class Stats:
     work_failed: int = 0
     control_rejected: int = 0
     journal_fence_rejected: int = 0  # a `current` result whose lease the journal did not hold
+    continued: int = 0  # results cut short whose item was handed back to run on (workkinds.continuation)
+    continuations_dropped: int = 0  # results cut short whose rest was not run (shared store, cap)
     engine: EngineCounters = field(default_factory=EngineCounters)  # concolic engine counters
     first_error: str = ""  # the first task error's message (shown in the summary)
 

@@ -5,7 +5,9 @@ commit and revocation (coordinator/core.py) ask it and never test a kind themsel
 
 - `CORPUS` (journal-leased): runs the corpus stage's executor; its result is judged by the
   verdict and committed (map, corpus, journal); revoked, it is requeued, or failed after
-  `dispatch.max_attempts`.
+  `dispatch.max_attempts`. A result cut short (``Result.resume_at``: a re-run waited on its
+  worker, or the drain) commits what it found and hands the item back, pending, to run again
+  from the first branch it did not try (`continuation`).
 - `FUZZ_SLICE`: runs `fuzz` with its budget cut to what is left; its result is judged and
   committed like a corpus entry's and acknowledges the spec it carried; revoked, it is dropped
   (the next slice starts afresh).
@@ -27,10 +29,26 @@ from symfence.coordinator.effects import Minimized
 from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.scheduler import WorkItem, WorkKind
 from symfence.protocol.ids import DispatchToken, Rank
-from symfence.protocol.messages import Result
+from symfence.protocol.messages import Result, Status
 
 if TYPE_CHECKING:
     from symfence.coordinator.core import Core
+
+MAX_CONTINUATIONS = 16  # cut-short runs of one item handed back; past it the item is done as it stands
+CONTINUED_REASON = "continued: its task was cut short"
+
+
+def continuation(item: WorkItem, result: Result, shared: bool) -> int | None:
+    """The bound to run `item` again with when its (current, OK) result was cut short, else None.
+
+    Not in a shared campaign (the store's item is done with its commit; counted, a limit), not
+    past `MAX_CONTINUATIONS` (a rank that cuts forever cannot keep the work from ending), and
+    never below the item's own bound (the branches before it were another item's to try)."""
+    if result.resume_at is None or result.status is not Status.OK or shared:
+        return None
+    if item.continued >= MAX_CONTINUATIONS:
+        return None
+    return max(result.resume_at, item.bound)
 
 
 class KindHandler:
@@ -52,9 +70,20 @@ class KindHandler:
         raise NotImplementedError
 
     def record(self, c: Core, item: WorkItem, result: Result, entries: list) -> Any:
-        """Journal the result and its new entries; None when the journal's own fence refuses it."""
+        """Journal the result and its new entries; None when the journal's own fence refuses it.
+        A result cut short leaves its item pending, to run again from where it stopped."""
         c.plan.engine_ended(item.work_id)  # its time is in the stage's busy seconds from now on
-        return c.journal.commit(item.work_id, result.token, status=result.status, new_entries=entries)
+        bound = continuation(item, result, c.shared is not None)
+        if bound is None:
+            if result.resume_at is not None:
+                c.stats.continuations_dropped += 1
+            return c.journal.commit(item.work_id, result.token, status=result.status, new_entries=entries)
+        if not c.journal.requeue(item.work_id, result.token, CONTINUED_REASON, charge=False):
+            return None  # the journal's fence: its lease is not this token's
+        receipt = c.journal.record_transient(item.work_id, new_entries=entries)
+        c.scheduler.requeue(replace(item, bound=bound, continued=item.continued + 1))
+        c.stats.continued += 1
+        return receipt
 
     def revoked(self, c: Core, token: DispatchToken, item: WorkItem, why: Revocation, charge: bool,
                 attempts: int, avoid: frozenset[int], exhausted: bool) -> None:

@@ -206,6 +206,7 @@ def result_to_map(msg: Result) -> dict[str, Any]:
         "error": msg.error,
         "stats": dict(msg.stats),
         "tokens": list(msg.tokens),
+        **({} if msg.resume_at is None else {"resume_at": msg.resume_at}),
     }
 
 
@@ -442,6 +443,7 @@ def _result_body(obj: dict[str, Any], limits: Limits) -> Result:
         error=f.str("error"),
         stats=_int_map(f.map("stats"), "result.stats"),
         tokens=_tokens(obj, f),
+        resume_at=f.int("resume_at", maximum=COUNT_MAX) if "resume_at" in obj else None,
     )
     # The token is judged last: a body fault is MALFORMED whether or not a token is present.
     return replace(result, token=_token(obj, f))
@@ -506,9 +508,14 @@ def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
         if type(raw_tokens) is not list or len(raw_tokens) > MAX_TOKENS or not all(map(is_token, raw_tokens)):
             return None
         tokens = tuple(raw_tokens)
+    resume_at = get("resume_at")
+    if resume_at is not None and (type(resume_at) is not int or not 0 <= resume_at <= COUNT_MAX):
+        return None
+    if resume_at is None and "resume_at" in obj:
+        return None  # present must be a count (the slow path names it)
     return Result(token, work_id, _STATUS_OF[status], tuple(candidates),
                   Cost(float(wall_s), float(cpu_s), float(solver_s), execs),
-                  cov_version, trace, error, stats, tokens)
+                  cov_version, trace, error, stats, tokens, resume_at)
 
 
 def _tokens(obj: dict[str, Any], f: _Fields) -> tuple[bytes, ...]:

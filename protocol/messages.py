@@ -98,6 +98,9 @@ class Result:
     error: str = ""
     stats: Mapping[str, int] = field(default_factory=dict)
     tokens: tuple[bytes, ...] = ()  # comparison constants the engine saw (the fuzzer's dictionary)
+    # The task was cut short (a re-run waited, or the drain): run its input again with this bound
+    # (the first branch it did not try). None: it ran to its end. On the wire only when set.
+    resume_at: int | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ frames encoded by the worker's own codec.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from symfence.coordinator.core import Core
 from symfence.coordinator.effects import Flush, HostReport, Log, Quarantined, Send, Stop
 from symfence.coordinator.journal import Journal, NewEntry, WorkState
 from symfence.coordinator.outputs import OutputDir
+from symfence.coordinator.scheduler import WorkItem
 from symfence.coordinator.triage import Triage
+from symfence.coordinator.workkinds import CONTINUED_REASON, MAX_CONTINUATIONS, continuation
 from symfence.protocol.codec import decode_control, decode_work_frame, encode, encode_batch
 from symfence.protocol.coverage import pack_trace
 from symfence.protocol.ids import DispatchToken, Rank, WorkId, sha256_hex, work_id_for
@@ -324,3 +327,52 @@ def test_a_rank_on_probation_gets_no_rerun_beyond_its_depth(tmp_path):
     core.peers.capacity = lambda rank, depth: 1 if rank == 2 else depth  # rank 2: probation (one slot)
     effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][0], "first")), 0)])
     assert 2 not in _works(effects) and len(core.claims.queue) == 1
+
+
+def test_a_result_cut_short_commits_its_finds_and_its_item_runs_on_from_where_it_stopped(tmp_path):
+    """An engine task cut short (a re-run waited on its worker, or the drain) answers with
+    ``resume_at``: what it found is committed, and its item goes back pending, dispatched again
+    with that bound, until a run ends on its own; then the campaign's work is exhausted."""
+    core, journal, _, works = _started(tmp_path, seeds=2, depth=1)
+    w = works[1][0]
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(w, resume_at=5)), 0)])
+    again = [x for frames in _works(effects).get(1, []) for x in frames]
+    assert [(x.work_id, x.bound) for x in again] == [(w.work_id, 5)] and again[0].token != w.token
+    assert core.stats.committed == 1 and core.stats.continued == 1
+    _apply_flush(core.tick(core.clock()), journal)
+    assert journal.snapshot().done == 0  # pending again, then leased to its continuation
+    assert journal.work_item(w.work_id).reason == CONTINUED_REASON
+    # A hostile or confused rank's resume_at below the item's bound never goes back before it.
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(again[0], resume_at=2)), 0)])
+    third = [x for frames in _works(effects).get(1, []) for x in frames]
+    assert [(x.work_id, x.bound) for x in third] == [(w.work_id, 5)]
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(third[0])), 0)])  # ran to its end
+    effects += core.receive([(Rank(2), Tag.RESULT, encode(_answer(works[2][0])), 0)])
+    assert [e.reason for e in effects if isinstance(e, Stop)] == ["work exhausted"]
+    _apply_flush(core.tick(core.clock()), journal)
+    assert journal.snapshot().done == 2 and core.stats.continued == 2
+
+
+def test_an_item_cut_short_over_and_over_is_done_after_the_cap(tmp_path):
+    core, journal, _, works = _started(tmp_path, seeds=2, depth=1)
+    assert not _works(core.receive([(Rank(2), Tag.RESULT, encode(_answer(works[2][0])), 0)]))  # nothing left
+    rank, w = 1, works[1][0]
+    for n in range(MAX_CONTINUATIONS + 1):
+        effects = core.receive([(Rank(rank), Tag.RESULT, encode(_answer(w, resume_at=n)), 0)])
+        nxt = [x for frames in _works(effects).get(rank, []) for x in frames]
+        if n < MAX_CONTINUATIONS:
+            assert [x.bound for x in nxt] == [n]
+            w = nxt[0]
+    assert not nxt and [e.reason for e in effects if isinstance(e, Stop)] == ["work exhausted"]
+    assert core.stats.continued == MAX_CONTINUATIONS and core.stats.continuations_dropped == 1
+
+
+def test_only_an_ok_result_of_a_local_campaign_continues():
+    item = WorkItem(WorkId("a" * 64), b"x", "s" * 64, "t", bound=3)
+    ok = Result(DispatchToken("b" * 64), item.work_id, Status.OK, resume_at=7)
+    assert continuation(item, ok, shared=False) == 7
+    assert continuation(item, replace(ok, resume_at=1), shared=False) == 3  # never before its own bound
+    assert continuation(item, replace(ok, resume_at=None), shared=False) is None
+    assert continuation(item, replace(ok, status=Status.CRASH), shared=False) is None  # a claim, not a cut
+    assert continuation(item, ok, shared=True) is None  # the store's item is done with its commit
+    assert continuation(replace(item, continued=MAX_CONTINUATIONS), ok, shared=False) is None

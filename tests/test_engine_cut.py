@@ -63,10 +63,19 @@ def test_an_engine_task_cut_short_answers_with_its_children_so_far(target: str, 
         early = _wait(ex, 30.0)
         assert early.status is ExitKind.OK and early.stats.get("cut_short") == 1
         assert len(early.candidates) < 150
-        size = 40 if wrapped else 150  # (the traced executor traces every child: kept short)
-        full = _wait_task(ex, target, options, size)  # the same child goes on, and nothing cuts it now
-        assert full.status is ExitKind.OK and "cut_short" not in full.stats
-        assert len(full.candidates) >= size
+        # It hands back the branches it did not try: run on from there, the two runs' children
+        # are every child of a whole run (the campaign's continuation, coordinator/workkinds.py).
+        assert early.resume_at is not None and early.resume_at <= len(early.candidates) + 1
+        # The same child goes on, and nothing cuts it now.
+        if not wrapped:
+            ex.start(Task("u" * 64, "w" * 64, b"\x00" * 150, target, early.resume_at, options))
+            rest = _wait(ex, 120.0)
+            assert rest.status is ExitKind.OK and rest.resume_at is None and "cut_short" not in rest.stats
+            assert len({c.data for c in (*early.candidates, *rest.candidates)}) >= 150
+        else:  # (the traced executor traces every child: kept short)
+            full = _wait_task(ex, target, options, 40)
+            assert full.status is ExitKind.OK and "cut_short" not in full.stats and full.resume_at is None
+            assert len(full.candidates) >= 40
     finally:
         ex.close()
 
@@ -137,6 +146,32 @@ def test_a_child_that_does_not_end_its_task_in_time_is_ended_with_what_it_stream
         cut_at = time.monotonic()
         early = _wait(ex, 20.0)
         assert early.status is ExitKind.OK and early.stats.get("cut_killed") == 1
+        assert early.resume_at == 0  # how far it got is not known: all of it again, from its bound
         assert time.monotonic() - cut_at < CUT_GRACE_S + 5
         full = _wait_task(ex, target, {"max_candidates": 1000, "solver_budget_s": 60.0}, size=20)
         assert full.status is ExitKind.OK and len(full.candidates) >= 20
+
+
+def test_a_z3_call_refused_after_an_interrupt_ends_the_task_with_the_rest_handed_back(target, monkeypatch):
+    """An interrupt that lands after its query ended makes z3 refuse the next call in that
+    context ("canceled", in model evaluation): the task answers with what it has and the branch
+    it was at, not as an engine error that loses the input's other branches."""
+    import z3
+
+    from symfence.worker.concolic import engine as engine_mod
+
+    def refused(self, run):
+        self.branch = 7
+        raise z3.Z3Exception(b"canceled")
+
+    monkeypatch.setattr(engine_mod._Search, "_expand", refused)
+    outcome = engine_mod.ConcolicEngine().run_task(Task("t" * 64, "w" * 64, b"\x00" * 20, target, 3, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.resume_at == 7 and outcome.stats["z3_canceled"] == 1
+
+    def broken(self, run):
+        raise z3.Z3Exception(b"invalid argument")  # any other z3 error stays an engine error
+
+    monkeypatch.setattr(engine_mod._Search, "_expand", broken)
+    outcome = engine_mod.ConcolicEngine().run_task(Task("t" * 64, "w" * 64, b"\x00" * 20, target, 3, {}))
+    assert outcome.status is ExitKind.ERROR and outcome.resume_at is None

@@ -196,6 +196,12 @@ def _options(what: str, v: Any) -> dict[str, Any]:
     return v
 
 
+def _optional(check: Check) -> Check:
+    def inner(what: str, v: Any) -> Any:
+        return None if v is None else check(what, v)
+    return inner
+
+
 def _list_of(check: Check) -> Check:
     def inner(what: str, v: Any) -> tuple[Any, ...]:
         if type(v) is not list:
@@ -228,7 +234,7 @@ _exit_kind = _enum(ExitKind)
 _task = _record(Task, (_str, _str, _bytes, _str, _int, _options, _int))
 _candidate = _record(Candidate, (_bytes, _trace, _exit_kind, _int, _str))
 _outcome = _record(Outcome, (_exit_kind, _trace, _list_of(_candidate), _float, _float, _float, _int,
-                             _str, _counters, _list_of(_bytes)))
+                             _str, _counters, _list_of(_bytes), _optional(_int)))
 
 _SCHEMA: dict[type[Any], tuple[Check, ...]] = {
     RunTask: (_task, _list_of(_str), _list_of(_bytes)),

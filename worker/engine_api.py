@@ -62,6 +62,9 @@ class Outcome:
     error: str = ""  # traceback / message for CRASH (of the input itself) or ERROR
     stats: Mapping[str, int] = field(default_factory=dict)  # executor counters (queries, unsat, ...)
     tokens: tuple[bytes, ...] = ()  # comparison constants seen (concolic): the fuzzer's dictionary
+    # The task ended early (a cut: ``Turns.end_turn``) with branches at and past this index not
+    # yet tried: the campaign runs the input again with this bound. None: it ran to its end.
+    resume_at: int | None = None
 
 
 class Phase(enum.Enum):

@@ -405,7 +405,7 @@ class Worker:
         return Result(work.token, work.work_id, outcome.status, tuple(candidates),
                       Cost(outcome.wall_s, outcome.cpu_s, outcome.solver_s, outcome.execs),
                       self.coverage.version, pack_trace(outcome.trace), outcome.error,
-                      {k: int(v) for k, v in outcome.stats.items()}, tuple(outcome.tokens))
+                      {k: int(v) for k, v in outcome.stats.items()}, tuple(outcome.tokens), outcome.resume_at)
 
     @staticmethod
     def _error_result(work: Work, exc: BaseException) -> Result:

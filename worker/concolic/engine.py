@@ -238,6 +238,8 @@ class _Search:
         self.loops = LoopExtension(self)  # loops that must run longer than the input lets them
         self.query_ms = options.solver_timeout_ms  # this query's time-out (``_solve`` sets it)
         self.prefix: _Prefix | None = None  # the path of the run being expanded
+        self.resume_at: int | None = None  # cut short: the first branch not tried (Outcome.resume_at)
+        self.branch = task.bound  # the branch `_expand` is at
 
     def _execute(self, data: bytes, *, symbolic: bool, timeout_s: float | None = None) -> Run:
         opts = self.options
@@ -251,7 +253,7 @@ class _Search:
     def _outcome(self, status: ExitKind, trace: Mapping[int, int], error: str = "") -> Outcome:
         return Outcome(status=status, trace=trace, candidates=tuple(self.candidates),
                        solver_s=self.solver_s, execs=self.execs, error=error,
-                       stats=dict(self.stats), tokens=self.tokens)
+                       stats=dict(self.stats), tokens=self.tokens, resume_at=self.resume_at)
 
     def run(self) -> Outcome:
         task = self.task
@@ -278,13 +280,28 @@ class _Search:
         if not symbolic.recorder.sites:
             self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
         if cut.requested():
-            self.stats["cut_short"] += 1  # a re-run waits on this worker: answer now (cut.py)
+            self._cut_at(task.bound)
         else:
-            self._expand(symbolic)
+            try:
+                self._expand(symbolic)
+            except z3.Z3Exception as exc:
+                # z3 refuses any call in a context interrupted (cut.py) after its query ended (the
+                # interrupt raced the query's end): answer now and hand back the rest; the next
+                # task has a context of its own (z3scope.py).
+                if "canceled" not in str(exc):
+                    raise
+                self.stats["z3_canceled"] += 1
+                self._cut_at(self.branch)
         if self.prefix is not None and self.prefix.strings_dropped:
             self.stats["regex_prefix_dropped"] += self.prefix.strings_dropped
         self._confirm_pending()
         return self._outcome(ExitKind.OK, trace)
+
+    def _cut_at(self, branch: int) -> None:
+        """Answer now (a re-run waits on this worker, or the campaign is ending: cut.py), and
+        hand back the branches not tried: the campaign continues the input from there."""
+        self.stats["cut_short"] += 1
+        self.resume_at = max(branch, self.task.bound)
 
     def _count_run(self, run: Run) -> None:
         rec = run.recorder
@@ -342,8 +359,9 @@ class _Search:
         produced = {task.data}
         self._splice(rec, produced)  # first: no solver, and aimed at a comparison
         for i, (site, taken) in enumerate(zip(rec.sites, rec.taken)):
+            self.branch = i
             if cut.requested():
-                self.stats["cut_short"] += 1  # a re-run waits on this worker: answer now (cut.py)
+                self._cut_at(i)
                 return
             for pin in prefix.advance(i):
                 prefix_hash = hash((prefix_hash, "pin", pin.value))

@@ -50,7 +50,8 @@ class ConcolicAdapter:
         if run.cut_at:  # asked to end early and did not in time: what it streamed is its answer
             return Outcome(ExitKind.OK, trace=run.input_trace, candidates=tuple(run.candidates),
                            wall_s=time.monotonic() - run.started, execs=run.execs,
-                           stats={"cut_short": 1, "cut_killed": 1, "child_restarts": 1})
+                           stats={"cut_short": 1, "cut_killed": 1, "child_restarts": 1},
+                           resume_at=run.task.bound)  # how far it got is not known: again from its bound
         if run.phase in (Phase.INPUT, Phase.CANDIDATE):
             reason = f"execution overran {run.options.exec_timeout_s:g} s"
         else:
