@@ -5,6 +5,7 @@ real worker loop (scripted endpoint, executors standing in for the fuzz turn and
 from __future__ import annotations
 
 import os
+import time
 
 from symfence.protocol.codec import decode_result_frame, encode
 from symfence.protocol.ids import TokenMinter, sha256_hex
@@ -116,3 +117,33 @@ def test_yield_ends_the_running_turn_and_every_turn_started_after_it(monkeypatch
     w, answered = _serve(world, results=2)
     assert [r.token for r in answered] == [first.token, second.token]
     assert [r.stats for r in answered] == [{"cut": 1}, {"cut": 1}] and w.counters["turns_ended_early"] == 2
+
+
+class SteadyTask(TurnExecutor):
+    """An engine task that runs until ended (each wait takes a millisecond, as a real one's)."""
+
+    def wait(self, timeout_s):
+        time.sleep(0.001)
+        self.waits += 1
+        if self.cut or self.waits >= 300:  # 0.3 s at least: six turns of the test's turn_s
+            return Outcome(status=Status.OK, wall_s=0.0, cpu_s=0.0, stats={"cut": int(self.cut)})
+        return None
+
+
+def test_a_task_that_had_its_turn_ends_for_the_other_stage_waiting_behind_it(monkeypatch, tmp_path):
+    """Both stages run (SETUP's turn_s > 0): an engine task that has run turn_s while a fuzz turn
+    waits behind it ends early (it hands back the rest); behind another engine task it goes on."""
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    setup = _setup(tmp_path)
+    setup = Control(ControlKind.SETUP, info={**setup.info, "turn_s": 0.05})
+    minter = TokenMinter(os.urandom(32))
+    for behind, cut in (("turn", 1), ("engine", 0)):
+        engine, waiting = _work(minter, 1, "engine"), _work(minter, 2, behind)
+        world = FakeEndpoint([(0, Tag.CONTROL, encode(setup)), (0, Tag.WORK, encode(engine)),
+                              (0, Tag.WORK, encode(waiting))])
+        executors = {"engine": SteadyTask(), "turn": QuickExecutor()}
+        monkeypatch.setattr(worker_loop, "make_executor", executors.__getitem__)
+        w, answered = _serve(world, results=2)
+        first = answered[0]
+        assert first.token == engine.token and first.stats == {"cut": cut}, behind
+        assert w.counters["turns_ended_early"] == cut

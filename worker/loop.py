@@ -2,7 +2,8 @@
 
 Re-runs the campaign waits on (``RERUN_BOUND``: a claim's confirmation) go to the queue's front,
 and the running fuzz turn or engine task ends early for them (``Turns``): a find is confirmed in
-about a second, not after the tasks ahead of it. After YIELD (the campaign's drain) every task
+about a second, not after the tasks ahead of it. When both stages run, a task that has run for
+SETUP's ``turn_s`` ends early too once a task of the other stage waits behind it. After YIELD (the campaign's drain) every task
 ends early that way, so what it found is committed instead of cancelled at the stop.
 
 The loop never blocks in MPI: it drains messages, starts the next task, waits on the running
@@ -99,6 +100,7 @@ class Worker:
         self._check_host(setup, log_path)
         self.heartbeat_s = float(setup["heartbeat_s"])
         self.orphan_after_s = float(setup.get("orphan_after_s", 0.0))
+        self.turn_s = float(setup.get("turn_s", 0.0))  # see `_turn_over`
         cap_s = float(setup["poll_cap_ms"]) / 1000
         busy = crowded()
         self.backoff = Backoff(cap_s=max(cap_s, CROWDED_IDLE_CAP_S) if busy else cap_s, spins=spins_for_host())
@@ -178,7 +180,8 @@ class Worker:
                 progressed = True
             until = self._flush_held(next_heartbeat)
             if self.running is not None and self._ended is not self.running and (
-                    self.winding_down or (self.queue and self.queue[0].bound >= RERUN_BOUND)):
+                    self.winding_down or (self.queue and (self.queue[0].bound >= RERUN_BOUND
+                                                          or self._turn_over()))):
                 self._end_turn()  # again until it takes (an engine's child: once it runs the task)
             if self.running is not None:
                 # Sleep in the executor, not in a spin: whatever arrives meanwhile only queues.
@@ -284,6 +287,14 @@ class Worker:
         while ahead < len(self.queue) and self.queue[ahead].bound >= RERUN_BOUND:
             ahead += 1
         self.queue.insert(ahead, work)
+
+    def _turn_over(self) -> bool:
+        """Whether the running task has had its turn (`turn_s`, from SETUP: both stages run) while
+        a task of the other stage waits behind it: then it ends early like a fuzz turn (an engine
+        task hands back the branches it did not try), and the next runs."""
+        assert self.running is not None
+        return (0 < self.turn_s <= time.monotonic() - self._t0
+                and self.queue[0].executor != self.running.executor)
 
     def _end_turn(self) -> None:
         """Ask the running task to answer early with what it has (``Turns``: a fuzz turn, an
