@@ -16,7 +16,8 @@ from symfence.protocol.reasons import QUARANTINE_REASONS, QuarantineCounters
 
 # execs and crash totals are carried by afl.AflState (its `afl_*` counters), not here.
 _PLAIN = ("dispatched", "results_received", "committed", "expired", "cancelled", "lost", "voided",
-          "refused", "work_failed", "control_rejected", "journal_fence_rejected")
+          "refused", "work_failed", "control_rejected", "journal_fence_rejected", "continued",
+          "continuations_dropped")
 _STATUS = "status_"
 _QUARANTINED = "quarantined_"
 _TRIAGE = "triage_rejected_"
