@@ -47,6 +47,23 @@ def test_out_of_range_durations_are_malformed(key, value):
     assert classify(_with(("cost", key), value), 1, View()).reason is Reason.MALFORMED
 
 
+@pytest.mark.parametrize("value", [*HUGE, None, "3", 1.5, True, b"\x01"])
+def test_a_resume_at_that_is_not_a_count_is_malformed(value):
+    assert classify(_with(("resume_at",), value), 1, View()).reason is Reason.MALFORMED
+
+
+def test_resume_at_is_on_the_wire_only_when_set_and_round_trips():
+    from dataclasses import replace
+
+    from symfence.protocol.codec import decode_result, encode
+
+    plain = result()
+    assert "resume_at" not in result_to_map(plain) and decode_result(encode(plain)).resume_at is None
+    for value in (0, 7, COUNT_MAX):
+        assert decode_result(encode(replace(plain, resume_at=value))).resume_at == value
+        assert classify(_with(("resume_at",), value), 1, View()).reason is Reason.CURRENT
+
+
 def test_in_range_values_still_commit():
     m = result_to_map(result())
     m["cost"]["execs"] = COUNT_MAX
