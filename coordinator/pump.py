@@ -125,7 +125,7 @@ class Pump(threading.Thread):
         self.batch = batch
         self.max_frame_bytes = max_frame_bytes
         self.discard = discard
-        self.backoff = Backoff(cap_s=poll_cap_s, spins=0)  # sleeps on the bell at once: no yield-spin  # no spinning when ranks outnumber cores
+        self.backoff = Backoff(cap_s=poll_cap_s, spins=0)  # sleeps on the bell at once: no yield-spin
         self._outbox: collections.deque[tuple[int, int, bytes]] = collections.deque()
         self._inbox: collections.deque[list[Inbound]] = collections.deque()  # drained batches the loop has not taken
         self._handover_pending = False  # a `_hand_over` call is scheduled on the loop

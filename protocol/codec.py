@@ -508,11 +508,11 @@ def _result_fast(obj: dict[str, Any], limits: Limits) -> Result | None:
         if type(raw_tokens) is not list or len(raw_tokens) > MAX_TOKENS or not all(map(is_token, raw_tokens)):
             return None
         tokens = tuple(raw_tokens)
-    resume_at = get("resume_at")
-    if resume_at is not None and (type(resume_at) is not int or not 0 <= resume_at <= COUNT_MAX):
-        return None
-    if resume_at is None and "resume_at" in obj:
-        return None  # present must be a count (the slow path names it)
+    resume_at = None
+    if "resume_at" in obj:  # optional: absent is a task that ran to its end
+        resume_at = obj["resume_at"]
+        if type(resume_at) is not int or not 0 <= resume_at <= COUNT_MAX:
+            return None
     return Result(token, work_id, _STATUS_OF[status], tuple(candidates),
                   Cost(float(wall_s), float(cpu_s), float(solver_s), execs),
                   cov_version, trace, error, stats, tokens, resume_at)

@@ -3,8 +3,9 @@
 Re-runs the campaign waits on (``RERUN_BOUND``: a claim's confirmation) go to the queue's front,
 and the running fuzz turn or engine task ends early for them (``Turns``): a find is confirmed in
 about a second, not after the tasks ahead of it. When both stages run, a task that has run for
-SETUP's ``turn_s`` ends early too once a task of the other stage waits behind it. After YIELD (the campaign's drain) every task
-ends early that way, so what it found is committed instead of cancelled at the stop.
+SETUP's ``turn_s`` ends early too once a task of the other stage waits behind it. After YIELD
+(the campaign's drain) every task ends early that way, so what it found is committed instead of
+cancelled at the stop.
 
 The loop never blocks in MPI: it drains messages, starts the next task, waits on the running
 executor (blocking, for up to RUNNING_WAIT_S: the coordinator keeps the next WORK queued here,
