@@ -31,6 +31,7 @@ _OWN_DIRS = tuple(os.path.join(_PKG_ROOT, d) + os.sep
 _OWN_PATTERN = re.compile(r"[/\\]symfence[/\\](protocol|coordinator|worker)[/\\]")
 _TOOL_PATTERN = re.compile(r"[/\\](atheris|_pytest|pluggy|pytest|hypothesis)[/\\]|[/\\]pytest_[^/\\]*\.py$")
 _STDLIB_PATTERN = re.compile(r"[/\\]lib[/\\]python3(\.\d+)?[/\\](?!.*(site|dist)-packages)")
+_INSTALLED = re.compile(r"[/\\](site|dist)-packages[/\\]")  # an installed package's folder
 _FRAME_LINE = re.compile(r'^\s*File "(.*)", line (\d+), in (.+)$')
 _FAULT_FRAME_LINE = re.compile(r'^\s*File "(.*)", line (\d+) in (.+)$')  # faulthandler's, innermost first
 _FAULT_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ .*\(most recent call first\):$|"
@@ -68,12 +69,20 @@ def _is_own(path: str) -> bool:
 
 
 def _is_stdlib(path: str) -> bool:
+    """Whether a frame's file is the standard library's. An installed package never is: a venv's
+    (and Debian's) ``site-packages``/``dist-packages`` sit inside a standard-library folder
+    (``<venv>/lib/python3.11/``), and counting them there dropped a library's frames from every
+    identity, so all of a package's crashes of one type were one bug."""
+    if _INSTALLED.search(path):
+        return False
     return path.startswith(_STDLIB_DIRS) or bool(_STDLIB_PATTERN.search(path))
 
 
 def stdlib_module(path: str) -> str | None:
     """The module name of a standard-library file (``/usr/lib/python3.11/xml/dom/minidom.py`` ->
     ``xml.dom.minidom``), None for a file outside it."""
+    if _INSTALLED.search(path):
+        return None
     rel = next((path[len(d):] for d in _STDLIB_DIRS if path.startswith(d)), None)
     if rel is None:
         m = _STDLIB_PATTERN.search(path)

@@ -6,6 +6,7 @@ checked equal to the in-process exception's (the minimizer's) where there is one
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -52,6 +53,33 @@ def test_a_library_between_harness_and_stdlib_is_the_code_under_test():
     config, state = ident("library_target", b"c{"), ident("library_target", b"s {")
     assert config == "JSONDecodeError @ triage_lib.load_config > triage_targets.library_target"
     assert state == "JSONDecodeError @ triage_lib.load_state > triage_targets.library_target"
+
+
+def _traceback(frames: list[tuple[str, str]], error: str) -> str:
+    lines = ["Traceback (most recent call last):"]
+    lines += [f'  File "{path}", line {n}, in {func}\n    x()' for n, (path, func) in enumerate(frames, 1)]
+    return "\n".join([*lines, error])
+
+
+@pytest.mark.parametrize("where", ["purelib", "platlib", "debian"])
+def test_an_installed_library_is_the_code_under_test_not_the_standard_library(where):
+    # Where pip installs a library (a venv's site-packages sits inside its lib/python3.X/, which
+    # sysconfig names the standard library's folder too), or Debian's dist-packages: the
+    # library's frames make the identity, so two places it raises are two bugs, not one
+    # 'IndexError @ fuzz_lib.TestOneInput' for every IndexError of the package.
+    import sysconfig
+
+    folder = (os.path.join(sysconfig.get_paths()["stdlib"], "..", "python3", "dist-packages")
+              if where == "debian" else sysconfig.get_paths()[where])
+    lib = os.path.join(os.path.abspath(folder), "somelib")
+    harness = ("/src/fuzz_lib.py", "TestOneInput")
+    target = "fuzz_lib:TestOneInput"
+    one = _traceback([harness, (f"{lib}/decoder.py", "loads")], "IndexError: list index out of range")
+    two = _traceback([harness, (f"{lib}/decoder.py", "loads"), (f"{lib}/decoder.py", "load_line")],
+                     "IndexError: list index out of range")
+    keys = {identity_from_detail(d, target, None, code_under_test(target)).key for d in (one, two)}
+    assert keys == {"IndexError @ decoder.loads > fuzz_lib.TestOneInput",
+                    "IndexError @ decoder.load_line > decoder.loads > fuzz_lib.TestOneInput"}
 
 
 def test_code_under_test_comes_from_the_campaign_options_and_the_harness():
