@@ -41,7 +41,10 @@ _DIRECT_CAUSE = "The above exception was the direct cause of the following excep
 _DURING_HANDLING = "During handling of the above exception, another exception occurred:"
 # where protocol.rules.fit_text cut a long detail for the wire: with the partial line either side
 _CUT = re.compile(r"[^\n]*\n\[\.\.\. \d+ characters cut \.\.\.\]\n[^\n]*(\n|$)")
-_REPEATED = re.compile(r"^\s*\[Previous line repeated \d+ more times?\]$")
+_REPEATED = re.compile(r"^\s*\[(Previous (line|\d+ frames) repeated \d+ more times?|\d+ frames omitted)\]$")
+# ^ Python's marker of a line repeated, and compact_traceback's
+FOLD_MAX_PERIOD = 64  # the longest cycle of frames compact_traceback folds
+KEEP_FRAMES = (60, 40)  # compact_traceback: a stack still longer keeps this many outermost, innermost
 # faulthandler's names of the fatal signals (its "Fatal Python error: <name>" line)
 _FATAL_SIGNALS = {"Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
                   "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
@@ -250,19 +253,18 @@ def _assert_site(frame: Frame) -> str:
 
 
 def _recursion_frames(inner: list[Frame]) -> tuple[str, ...] | None:
-    """A RecursionError's frames: the cycle (the functions that repeat, by name, at most 3) and
-    the frames that entered it, so the depth at which the limit hit does not matter; None if
-    nothing repeats."""
-    names = _names(inner)
-    counts: dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
-    cycle = sorted(n for n, c in counts.items() if c >= 2)
-    if not cycle:
+    """A RecursionError's frames: where the recursion was entered (the outermost function that
+    appears again deeper) and the frames that called it; None if nothing repeats. Neither the
+    depth at which the limit hit nor which of a parser's functions the input happened to nest
+    through (``{{((`` and ``{{[[`` in a template engine run different subsets of one recursive
+    descent) changes it: one missing depth limit, one bug."""
+    names = _names(inner)  # innermost first
+    seen: set[str] = set()
+    repeated = {n for n in names if n in seen or seen.add(n)}  # type: ignore[func-returns-value]
+    if not repeated:
         return None
-    outermost = max(i for i, n in enumerate(names) if n in cycle)
-    entry = [n for n in names[outermost + 1:] if n not in cycle]
-    return ("cycle:" + "+".join(cycle[:TOP_FRAMES]), *entry[:TOP_FRAMES - 1])
+    entered = max(i for i, n in enumerate(names) if n in repeated)  # the outermost repeating frame
+    return ("cycle:" + names[entered], *names[entered + 1:entered + TOP_FRAMES])
 
 
 def _python_identity(crash_type: str, frames: Sequence[Frame], target: str | None,
@@ -312,6 +314,78 @@ class _Block:
     frames: list[Frame]
     crash_type: str
     cause_of_next: bool = False  # the next block was raised ``from`` this one
+
+
+def _fold(blocks: list[str]) -> tuple[list[str], str, list[str]] | None:
+    """The longest run of a repeating cycle of frames folded: (the frames up to and including
+    its first two turns, the marker line, the frames after the run); None when nothing repeats
+    three times or more. Two turns are kept so the cycle's every frame still repeats."""
+    best: tuple[int, int, int, int] | None = None  # (frames folded, period, run start, turns folded)
+    n = len(blocks)
+    for p in range(1, min(FOLD_MAX_PERIOD, n // 3) + 1):
+        i = p
+        while i < n:
+            if blocks[i] != blocks[i - p]:
+                i += 1
+                continue
+            start = i
+            while i < n and blocks[i] == blocks[i - p]:
+                i += 1
+            turns = (i - start) // p - 1  # whole turns past the two kept
+            if turns >= 1 and (best is None or turns * p > best[0]):
+                best = (turns * p, p, start, turns)
+    if best is None:
+        return None
+    _, p, start, turns = best
+    marker = f"  [Previous {p} frames repeated {turns} more time{'s' if turns > 1 else ''}]"
+    return blocks[:start + p], marker, blocks[start + p + turns * p:]
+
+
+def compact_traceback(text: str) -> str:
+    """A formatted traceback with its repeated cycles of frames folded into one marker line each
+    (``[Previous 14 frames repeated 25 more times]``, as Python itself folds one line repeated),
+    the rest unchanged; a text without frames comes back as it is. A RecursionError through a
+    mutually recursive parser prints hundreds of frames: cut to the wire's limit (head and tail)
+    it lost where the recursion was entered, which its identity is made of. A stack still longer
+    than ``KEEP_FRAMES`` (nesting through several paths) keeps its outermost and innermost frames."""
+    if text.count('File "') < 3 * 3:
+        return text
+    out: list[str] = []
+    run: list[str] = []  # the frame blocks of the current stack, each a File line and its source
+
+    def flush() -> None:
+        rest, stack = run[:], []
+        for _ in range(8):  # a few different cycles in one stack at most
+            folded = _fold(rest)
+            if folded is None:
+                break
+            head, marker, rest = folded
+            stack += [*head, marker]
+        stack += rest
+        outer, inner = KEEP_FRAMES
+        if len(stack) > outer + inner:  # no single cycle (nesting by several paths): both ends
+            stack[outer:len(stack) - inner] = [f"  [{len(stack) - outer - inner} frames omitted]"]
+        out.extend(stack)
+        run.clear()
+
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _FRAME_LINE.match(line):
+            indent = len(line) - len(line.lstrip())
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and len(lines[j]) - len(lines[j].lstrip()) > indent \
+                    and not _FRAME_LINE.match(lines[j]):
+                j += 1
+            run.append("\n".join(lines[i:j]))
+            i = j
+            continue
+        flush()
+        out.append(line)
+        i += 1
+    flush()
+    return "\n".join(out)
 
 
 def _parse_frames(lines: Sequence[str], pattern: re.Pattern[str]) -> tuple[list[Frame], int]:

@@ -7,14 +7,23 @@ checked equal to the in-process exception's (the minimizer's) where there is one
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from symfence.protocol.crashid import identity_from_detail
-from symfence.protocol.pycrash import HANG_TYPE, code_under_test, identity_from_python_exception
-from symfence.protocol.rules import fit_text
+from symfence.protocol.messages import Candidate, Result, Status
+from symfence.protocol.pycrash import (
+    HANG_TYPE,
+    code_under_test,
+    compact_traceback,
+    identity_from_python_exception,
+)
+from symfence.protocol.rules import DEFAULT_LIMITS, fit_text
 from symfence.worker.concolic.replay import Verdict, replay_plain
+from symfence.worker.sender import fit
 from tests import triage_targets
 
 MOD = "tests.triage_targets"
@@ -117,8 +126,7 @@ def test_recursion_error_is_its_cycle_whatever_the_depth_it_hit_the_limit_at():
     deep = b"[" * 5000
     keys = {identity_from_python_exception(_at_depth(d, triage_targets.recursion_target, deep), target).key
             for d in range(4)}  # the stack depth the harness is called at differs per context
-    assert keys == {"RecursionError @ cycle:triage_targets._array+triage_targets._value"
-                    " > triage_targets.recursion_target"}
+    assert keys == {"RecursionError @ cycle:triage_targets._value > triage_targets.recursion_target"}
     plain = ident("recursion_target", deep)
     assert plain in keys
     other = ident("recursion_target", b"(" * 5000)
@@ -126,6 +134,41 @@ def test_recursion_error_is_its_cycle_whatever_the_depth_it_hit_the_limit_at():
     # the detail a worker sends is cut to the wire's limit (head and tail kept): same identity
     _, detail = _plain("recursion_target", deep)
     assert identity_from_detail(fit_text(detail, 4000), target).key == plain
+
+
+def _sent(detail: str, limit: int = 4000) -> str:
+    """The detail as a worker sends it: its candidate made to keep the wire's rules (sender.fit)."""
+    result = Result("0" * 64, "w", Status.OK, candidates=(Candidate(b"x", "0" * 64, detail=detail),))
+    return fit(result, replace(DEFAULT_LIMITS, max_text_bytes=limit)).candidates[0].detail
+
+
+def test_one_recursive_descent_is_one_bug_whichever_way_the_input_nests():
+    # '[[[', '(((' and '[([(' nest through different functions of one parser with no depth
+    # limit: one bug, known by where the recursion was entered, also from the detail a worker
+    # sends (hundreds of frames, folded then cut to the wire's limit)
+    target = f"{MOD}:nested_target"
+    keys = set()
+    for data in (b"[" * 3000, b"(" * 3000, b"[(" * 1500, b"[[(" * 1000, b"(" + b"[" * 2999):
+        verdict, detail = _plain("nested_target", data)
+        assert verdict is Verdict.CRASHED, detail
+        sent = _sent(detail)
+        assert len(sent) <= 4000 and ("frames repeated" in sent or "frames omitted" in sent), sent[:2000]
+        keys.add(identity_from_detail(sent, target).key)
+        keys.add(identity_from_detail(detail, target).key)
+    assert keys == {"RecursionError @ cycle:triage_targets._expr > triage_targets.nested_target"}
+
+
+def test_compact_traceback_folds_cycles_and_leaves_other_text_alone():
+    _, detail = _plain("recursion_target", b"[" * 5000)
+    folded = compact_traceback(detail)
+    assert len(folded) < 2000 < len(detail)
+    assert re.search(r"^  \[Previous 2 frames repeated \d+ more times\]$", folded, re.M)
+    assert folded.splitlines()[-1] == detail.splitlines()[-1]  # the exception line
+    target = f"{MOD}:recursion_target"
+    assert identity_from_detail(folded, target) == identity_from_detail(detail, target)
+    _, short = _plain("url_target", b"http://[::1")
+    assert compact_traceback(short) == short  # nothing repeats: unchanged
+    assert compact_traceback("no frames at all\n" * 50) == "no frames at all\n" * 50
 
 
 def test_two_assertions_of_one_harness_function_are_two_bugs():

@@ -97,6 +97,28 @@ def recursion_target(data: bytes) -> None:
         _value(data, 0)
 
 
+def _expr(data: bytes, pos: int) -> int:
+    """A recursive descent with two ways to nest, as a template or expression parser has:
+    '[' is a list, '(' a tuple, each holding an expression."""
+    if pos < len(data) and data[pos:pos + 1] == b"[":
+        return _list(data, pos + 1)
+    if pos < len(data) and data[pos:pos + 1] == b"(":
+        return _tuple(data, pos + 1)
+    return pos
+
+
+def _list(data: bytes, pos: int) -> int:
+    return _expr(data, pos)
+
+
+def _tuple(data: bytes, pos: int) -> int:
+    return _expr(data, pos)
+
+
+def nested_target(data: bytes) -> None:
+    _expr(data, 0)
+
+
 def assert_target(data: bytes) -> None:
     """A differential-style harness: two checks in one function are two bugs."""
     if len(data) < 2:

@@ -12,6 +12,7 @@ import structlog
 from symfence.protocol.codec import BATCH_HEAD_BYTES, LocalProtocolError, encode, pack_frames
 from symfence.protocol.ids import DispatchToken, is_valid_token
 from symfence.protocol.messages import Candidate, Cost, Result, Status
+from symfence.protocol.pycrash import compact_traceback
 from symfence.protocol.rules import (COUNT_MAX, DEFAULT_LIMITS, SECONDS_MAX, Limits, fit_counters, fit_text,
                                      fit_tokens)
 
@@ -140,7 +141,7 @@ def fit(result: Result, limits: Limits) -> Result:
         if len(kept) >= limits.max_candidates:
             dropped["count"] += 1
             continue
-        detail = fit_text(c.detail, text)
+        detail = fit_text(compact_traceback(c.detail), text)  # a recursion's frames folded first
         size = _CANDIDATE_OVERHEAD + len(c.data) + len(c.trace) + 4 * len(detail)
         if size > budget:
             dropped["message"] += 1

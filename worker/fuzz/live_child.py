@@ -36,12 +36,15 @@ from typing import Any
 
 import atheris
 
+from symfence.protocol.pycrash import compact_traceback
 from symfence.worker import atheris_compat
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Outcome, Phase
 
-_MAX_FINDINGS = 64  # per target: one input per distinct signature, at most this many
+_MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
+# this many (a bound for code generated at run time; 64 lost real bugs of large libraries: the
+# coordinator dedupes by identity, this only keeps one process from sending the same one twice)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -96,7 +99,13 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
     def record(kind: str, data: bytes, key: str, detail: str) -> None:
-        if key in seen or len(seen) >= _MAX_FINDINGS:
+        if key in seen:
+            return
+        if len(seen) >= _MAX_FINDINGS:
+            if len(seen) == _MAX_FINDINGS:
+                seen.add("")  # say it once
+                print(f"symfence: {_MAX_FINDINGS} signatures recorded: no more from this target",
+                      file=sys.stderr, flush=True)
             return
         seen.add(key)
         with open(signatures, "a") as fh:
@@ -128,7 +137,8 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             _armed[0] = False
             setitimer(vtimer, 0)
             exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None  # our frame
-            record("crash", data, _signature(exc), "".join(traceback.format_exception(exc))[-8000:])
+            detail = compact_traceback("".join(traceback.format_exception(exc)))  # a recursion folded
+            record("crash", data, _signature(exc), detail[-16000:])
         else:
             setitimer(vtimer, 0)
 
