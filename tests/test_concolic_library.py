@@ -69,6 +69,22 @@ def test_bug_behind_a_magic_in_the_library_is_found(libtargets: None) -> None:
     assert outcome.status is ExitKind.OK and outcome.stats.get("branches", 0) == 0  # blind without it
 
 
+def test_a_plugin_the_library_imports_on_first_use_is_rewritten_then(libtargets: None) -> None:
+    # plugfmt imports its plugins inside load() (Pillow's Image.open does): each is rewritten when
+    # imported, so the bug behind the TAG plugin's magic is found; an absent optional plugin is
+    # still an ImportError the library catches; sys.modules keeps no rewritten copy
+    import sys
+
+    before = {n: m for n, m in sys.modules.items() if n.startswith("plugfmt")}
+    findings, totals, tasks = search("fuzz_plugfmt:TestOneInput", {}, max_tasks=40)
+    found = [f for f in findings if "TagPluginBug" in f.detail]
+    assert found, f"not found in {tasks} tasks: {dict(totals)}"
+    assert found[0].data[:6] == b"TAG\x7fv2"
+    assert totals["false_findings"] == 0
+    after = {n: m for n, m in sys.modules.items() if n.startswith("plugfmt")}
+    assert after == before  # the rewritten copies live in the load only
+
+
 def test_sealed_key_and_regex_stamp_in_the_library_are_solved(libtargets: None) -> None:
     # the seal's query (with the input's growth from 4 to 8 bytes in it) takes z3 ~0.1 s, over the
     # default 200 ms on this VM under a load of 12; 1 s keeps the test about the search

@@ -210,3 +210,30 @@ def test_a_new_find_ends_the_turn_early(tmp_path):
         assert not [c for c in later.candidates if c.kind is ExitKind.CRASH]
     finally:
         ex.close()
+
+
+def test_a_module_of_the_library_imported_while_fuzzing_is_instrumented(tmp_path, monkeypatch):
+    # plugfmt imports its plugins on the first load() (as Pillow's Image.open does), after the
+    # harness's instrument_imports() block: the TAG plugin's comparisons still guide libFuzzer
+    # to the bug behind them ("TAG", 0x7f, "v2") from a seed its magic accepts
+    libtargets = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                              "libtargets")
+    path = [libtargets, os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, path)))
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        found = []
+        for _ in range(6):
+            outcome = ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"TAG\x00\x00\x00",), ())),
+                                    "fuzz_plugfmt:TestOneInput", 1, {"slice_s": 5.0, "exec_timeout_s": 0.5}))
+            deadline = time.monotonic() + 120
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() < deadline, "the turn did not end"
+            found += [c for c in outcome.candidates
+                      if c.kind is ExitKind.CRASH and "TagPluginBug" in c.detail]
+            if found:
+                break
+        assert found and found[0].data[:6] == b"TAG\x7fv2", "libFuzzer did not reach the plugin's bug"
+    finally:
+        ex.close()
+

@@ -121,19 +121,36 @@ def _absolute(name: str, globals: Any, level: int) -> str | None:
     return f"{base}.{name}" if name else base
 
 
-def make_import(rewritten: dict[str, types.ModuleType]) -> Callable[..., Any]:
+class Rewritten(dict[str, types.ModuleType]):
+    """The rewritten modules of one instrumented load, by name (filled by ``instrument``), and
+    ``later``: rewrites one more of the load's modules when its code imports it while it runs (a
+    plugin, an import inside a function), or returns None for a module that is not the load's;
+    ``optional=True``: None also when no such module exists (``from pkg import name``)."""
+
+    later: Callable[..., types.ModuleType | None] | None = None
+
+
+def make_import(rewritten: Rewritten) -> Callable[..., Any]:
     """The ``__import__`` of the modules of one instrumented load: its rewritten copies (``rewritten``,
     name -> module, filled by ``instrument``), so an import run later inside a function finds the
-    rewritten module rather than the plain one back in sys.modules; models for io, struct, re and
-    C modules."""
+    rewritten module rather than the plain one back in sys.modules, and a module of the load not
+    imported yet is rewritten then (``Rewritten.later``: Pillow imports its format plugins on the
+    first ``Image.open``); models for io, struct, re and C modules."""
 
     def sym_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                    level: int = 0) -> Any:
         if rewritten:
             absolute = _absolute(name, globals, level)
             copy = rewritten.get(absolute) if absolute else None
+            later = rewritten.later
+            if copy is None and absolute and later is not None:
+                copy = later(absolute)
             if copy is not None:
                 if fromlist:
+                    if later is not None and hasattr(copy, "__path__"):  # a package: its submodules
+                        for attr in fromlist:
+                            if attr != "*" and not hasattr(copy, attr):
+                                later(f"{absolute}.{attr}", optional=True)
                     return copy
                 top = rewritten.get(absolute.partition(".")[0]) if level == 0 else copy
                 if top is not None:
@@ -151,7 +168,7 @@ def _counting_builtin(name: str) -> Callable[..., Any]:
     return _counting(getattr(builtins, name), f"builtin.{name}")
 
 
-def instrumented_builtins(rewritten: dict[str, types.ModuleType]) -> dict[str, Any]:
+def instrumented_builtins(rewritten: Rewritten) -> dict[str, Any]:
     """The ``__builtins__`` of an instrumented module of the load whose copies are ``rewritten``."""
     table = dict(builtins.__dict__)
     table.update({

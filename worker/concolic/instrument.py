@@ -41,7 +41,7 @@ import types
 from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.harness_imports import harness_imports
-from symfence.worker.concolic.importhook import instrumented_builtins
+from symfence.worker.concolic.importhook import Rewritten, instrumented_builtins
 from symfence.worker.concolic.models import sym_from_bytes, sym_int, sym_truth, sym_type
 from symfence.worker.concolic.equality import sym_eq, sym_ne
 from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem, sym_join_call, sym_method
@@ -215,7 +215,7 @@ def instrument_source(source: str, filename: str) -> types.CodeType:
     return compile(tree, filename, "exec")
 
 
-def prepare_namespace(namespace: dict[str, Any], rewritten: dict[str, types.ModuleType]) -> None:
+def prepare_namespace(namespace: dict[str, Any], rewritten: Rewritten) -> None:
     """Give a module namespace the helpers and builtins instrumented code expects."""
     namespace["__builtins__"] = instrumented_builtins(rewritten)
     namespace.update(HELPERS)
@@ -224,7 +224,7 @@ def prepare_namespace(namespace: dict[str, Any], rewritten: dict[str, types.Modu
 class _Loader(importlib.abc.Loader):
     """Executes a module's source through ``instrument_source``."""
 
-    def __init__(self, inner: Any, rewritten: dict[str, types.ModuleType]):
+    def __init__(self, inner: Any, rewritten: Rewritten):
         self.inner = inner
         self.rewritten = rewritten
 
@@ -248,7 +248,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         self.wanted = wanted
         self.folder = folder  # a loose module's folder: its neighbours are its package
         self.loaded: list[str] = []
-        self.rewritten: dict[str, types.ModuleType] = {}  # filled once the load is complete
+        self.rewritten = Rewritten()  # filled once the load is complete
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         neighbour = self.folder is not None and "." not in name and not never_instrumented(name)
@@ -344,11 +344,57 @@ def _import_instrumented(module_name: str, extra: tuple[str, ...],
                 finder.rewritten[name] = sys.modules[name]
     finally:
         sys.meta_path.remove(finder)
-        for name in list(sys.modules):
-            if name not in snapshot:
-                del sys.modules[name]
-        sys.modules.update(snapshot)
+        _restore(snapshot)
+    finder.rewritten.later = _importer(finder.rewritten, wanted, folder)
     return module, finder.loaded
+
+
+def _restore(snapshot: dict[str, Any]) -> None:
+    for name in list(sys.modules):
+        if name not in snapshot:
+            del sys.modules[name]
+    sys.modules.update(snapshot)
+
+
+def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
+              folder: str | None) -> Callable[..., types.ModuleType | None]:
+    """``Rewritten.later`` of one load: a module of it (``wanted``) that its code imports after
+    the load is imported then, rewritten, with the load's copies in ``sys.modules`` (so
+    ``from . import plugin`` resolves against the rewritten package) and ``sys.modules`` restored
+    afterwards, as at the load. A module without Python source comes back as it is; one that
+    does not exist, with ``optional``, as None (a ``from`` name that is not a submodule)."""
+    plain: dict[str, types.ModuleType] = {}  # the load's modules without source (C extensions)
+    missing: set[str] = set()
+
+    def later(name: str, optional: bool = False) -> types.ModuleType | None:
+        module = rewritten.get(name) or plain.get(name)
+        if module is not None or name in missing or not wanted(name):
+            return module
+        snapshot = dict(sys.modules)
+        finder = _Finder(wanted, folder)
+        finder.rewritten = rewritten
+        for n in [n for n in sys.modules if wanted(n) and n not in rewritten]:
+            del sys.modules[n]  # a plain copy imported meanwhile
+        sys.modules.update(rewritten)
+        sys.meta_path.insert(0, finder)
+        try:
+            module = importlib.import_module(name)
+            for n in finder.loaded:
+                if n in sys.modules:
+                    rewritten[n] = sys.modules[n]
+            if name not in rewritten:
+                plain[name] = module
+        except ModuleNotFoundError as exc:
+            if optional and exc.name == name:
+                missing.add(name)
+                return None
+            raise
+        finally:
+            sys.meta_path.remove(finder)
+            _restore(snapshot)
+        return module
+
+    return later
 
 
 def load_target(spec: str, instrument: Iterable[str] = (), imports: bool = True) -> Target:

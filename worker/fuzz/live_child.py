@@ -6,7 +6,8 @@ something Python cannot catch ended it). The request's task names the target; it
 ``libfuzzer_args``, ``found_dir``, ``counter_path`` and ``exec_timeout_s``. The target's module is
 imported inside ``atheris.instrument_imports`` (the target and the library code it imports count
 for libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs with no time limit: the parent
-ends it. libFuzzer's first corpus folder is the target's corpus folder: it writes the inputs it
+ends it. While it runs, a module of the harness's packages imported for the first time (a plugin
+found on first use) is instrumented too. libFuzzer's first corpus folder is the target's corpus folder: it writes the inputs it
 keeps there, and with ``-reload`` it reads (and runs) every file the parent drops there while it
 runs - how the engine's and other workers' finds reach it.
 
@@ -23,6 +24,7 @@ kill it when the worker dies (``PR_SET_PDEATHSIG``): it has no time limit of its
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import faulthandler
 import hashlib
@@ -40,6 +42,7 @@ from symfence.protocol.pycrash import compact_traceback
 from symfence.worker import atheris_compat
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
+from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
@@ -144,7 +147,13 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
 
     args = [sys.argv[0], *spec["libfuzzer_args"]]
     atheris.Setup(args, one_input)
-    atheris.Fuzz()  # runs until the parent ends the process
+    # A module of the package under test imported while fuzzing (Pillow's format plugins, found
+    # on the first Image.open) is instrumented too: instrument_imports() around the harness's
+    # imports saw only what they import at once.
+    under_test = [p for p in harness_imports(module_name) if p not in ("symfence", "atheris")]
+    with atheris.instrument_imports(include=under_test, exclude=["symfence", "atheris"]) if under_test \
+            else contextlib.nullcontext():
+        atheris.Fuzz()  # runs until the parent ends the process
     raise RuntimeError("libFuzzer returned")
 
 
