@@ -72,7 +72,8 @@ def test_bug_behind_a_magic_in_the_library_is_found(libtargets: None) -> None:
 def test_a_plugin_the_library_imports_on_first_use_is_rewritten_then(libtargets: None) -> None:
     # plugfmt imports its plugins inside load() (Pillow's Image.open does): each is rewritten when
     # imported, so the bug behind the TAG plugin's magic is found; an absent optional plugin is
-    # still an ImportError the library catches; sys.modules keeps no rewritten copy
+    # still an ImportError the library catches, one whose import fails rewritten is imported
+    # plain (no false finding); sys.modules keeps no rewritten copy
     import sys
 
     before = {n: m for n, m in sys.modules.items() if n.startswith("plugfmt")}

@@ -361,37 +361,51 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
     """``Rewritten.later`` of one load: a module of it (``wanted``) that its code imports after
     the load is imported then, rewritten, with the load's copies in ``sys.modules`` (so
     ``from . import plugin`` resolves against the rewritten package) and ``sys.modules`` restored
-    afterwards, as at the load. A module without Python source comes back as it is; one that
-    does not exist, with ``optional``, as None (a ``from`` name that is not a submodule)."""
-    plain: dict[str, types.ModuleType] = {}  # the load's modules without source (C extensions)
+    afterwards, as at the load. A module without Python source comes back as it is, and so does
+    one whose import-time code fails rewritten (imported plain then: the run goes on as without
+    the engine);
+    one that does not exist, with ``optional``, as None (a ``from`` name that is not a submodule);
+    an ImportError is the caller's, as from a plain import."""
+    plain: dict[str, types.ModuleType] = {}  # the load's modules imported as they are
     missing: set[str] = set()
+
+    def swapped_import(name: str, finder: _Finder | None) -> types.ModuleType:
+        snapshot = dict(sys.modules)
+        for n in [n for n in sys.modules if wanted(n) and n not in rewritten]:
+            del sys.modules[n]  # a plain copy imported meanwhile
+        sys.modules.update(rewritten)
+        if finder is not None:
+            sys.meta_path.insert(0, finder)
+        try:
+            module = importlib.import_module(name)
+            for n in finder.loaded if finder is not None else ():
+                if n in sys.modules:
+                    rewritten[n] = sys.modules[n]
+            return module
+        finally:
+            if finder is not None:
+                sys.meta_path.remove(finder)
+            _restore(snapshot)
 
     def later(name: str, optional: bool = False) -> types.ModuleType | None:
         module = rewritten.get(name) or plain.get(name)
         if module is not None or name in missing or not wanted(name):
             return module
-        snapshot = dict(sys.modules)
         finder = _Finder(wanted, folder)
         finder.rewritten = rewritten
-        for n in [n for n in sys.modules if wanted(n) and n not in rewritten]:
-            del sys.modules[n]  # a plain copy imported meanwhile
-        sys.modules.update(rewritten)
-        sys.meta_path.insert(0, finder)
         try:
-            module = importlib.import_module(name)
-            for n in finder.loaded:
-                if n in sys.modules:
-                    rewritten[n] = sys.modules[n]
-            if name not in rewritten:
-                plain[name] = module
+            module = swapped_import(name, finder)
         except ModuleNotFoundError as exc:
             if optional and exc.name == name:
                 missing.add(name)
                 return None
             raise
-        finally:
-            sys.meta_path.remove(finder)
-            _restore(snapshot)
+        except ImportError:
+            raise
+        except Exception:  # noqa: BLE001 - its import-time code, rewritten: run it plain
+            module = swapped_import(name, None)
+        if name not in rewritten:
+            plain[name] = module
         return module
 
     return later

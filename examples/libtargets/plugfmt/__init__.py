@@ -9,7 +9,7 @@ _PLUGINS: list = []
 def _init() -> None:
     if _PLUGINS:
         return
-    for name in ("boxplugin", "absentplugin", "tagplugin"):
+    for name in ("boxplugin", "absentplugin", "strictplugin", "tagplugin"):
         try:
             module = __import__(f"{__name__}.{name}", fromlist=["accept"])
         except ImportError:
