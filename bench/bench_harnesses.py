@@ -63,6 +63,9 @@ HARNESSES: dict[str, tuple[str, bool]] = {
     "fuzz_networkx_graph6": ("networkx", False),
     "fuzz_wave": ("wave", False),  # the demo's parsers (examples/parsers), as Atheris harnesses
     "fuzz_zipfile": ("zipfile", False),
+    "fuzz_pillow": ("PIL", False),  # added 2026-12-06, after the run-6 set
+    "fuzz_jinja2": ("jinja2", True),
+    "fuzz_pefile": ("pefile", False),
 }
 # Not in the default set nor in issue 27's goals: a planted bug behind stdlib `json` that the
 # engine reaches and mutation alone does not (``--harnesses fuzz_json_key --results json_key``);
