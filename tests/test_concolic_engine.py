@@ -345,6 +345,25 @@ def test_trace_and_symbolic_runs_record_the_same_branches() -> None:
     assert isinstance(SymBool(True, 0, None), SymInt)
 
 
+def test_a_paused_time_limit_does_not_count_the_block_and_keeps_the_rest() -> None:
+    # a library module rewritten on its first import (inside a run) is the engine's time
+    from symfence.worker.concolic.execution import paused, time_limit
+    from symfence.worker.engine_api import ExecTimeout
+
+    with time_limit(0.3):
+        time.sleep(0.1)
+        with paused():
+            time.sleep(0.4)  # beyond the limit, paused
+        time.sleep(0.1)  # 0.2 s of the 0.3 s used: no time-out
+    started = time.monotonic()
+    with pytest.raises(ExecTimeout):
+        with time_limit(0.3):
+            with paused():
+                time.sleep(0.2)
+            time.sleep(1.0)  # the rest of the limit still holds
+    assert time.monotonic() - started < 0.9
+
+
 def test_time_limit_puts_back_the_previous_alarm_handler_and_timer(make_target) -> None:
     import signal
 

@@ -75,6 +75,21 @@ def time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, remaining, outer_interval)
 
 
+@contextmanager
+def paused() -> Iterator[None]:
+    """The running time limit stopped for the block and its rest re-armed after it: a library
+    module rewritten on its first import is the engine's time, not the target's."""
+    if not _armed:
+        yield
+        return
+    remaining, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if _armed and remaining > 0:
+            signal.setitimer(signal.ITIMER_REAL, remaining, interval)
+
+
 def format_crash(exc: BaseException) -> str:
     """The exception's traceback text without frames from the concolic engine itself."""
     report = traceback.TracebackException.from_exception(exc)

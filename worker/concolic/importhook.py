@@ -125,9 +125,12 @@ class Rewritten(dict[str, types.ModuleType]):
     """The rewritten modules of one instrumented load, by name (filled by ``instrument``), and
     ``later``: rewrites one more of the load's modules when its code imports it while it runs (a
     plugin, an import inside a function), or returns None for a module that is not the load's;
-    ``optional=True``: None also when no such module exists (``from pkg import name``)."""
+    ``optional=True``: None also when no such module exists (``from pkg import name``).
+    ``importing``: such an import is under way (``sys.modules`` holds the load's copies and the
+    finder is in place), so the imports its module code runs go the plain way, as at the load."""
 
     later: Callable[..., types.ModuleType | None] | None = None
+    importing = False
 
 
 def make_import(rewritten: Rewritten) -> Callable[..., Any]:
@@ -139,7 +142,7 @@ def make_import(rewritten: Rewritten) -> Callable[..., Any]:
 
     def sym_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                    level: int = 0) -> Any:
-        if rewritten:
+        if rewritten and not rewritten.importing:
             absolute = _absolute(name, globals, level)
             copy = rewritten.get(absolute) if absolute else None
             later = rewritten.later

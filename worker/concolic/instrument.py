@@ -376,6 +376,7 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
         sys.modules.update(rewritten)
         if finder is not None:
             sys.meta_path.insert(0, finder)
+        rewritten.importing = True
         try:
             module = importlib.import_module(name)
             for n in finder.loaded if finder is not None else ():
@@ -383,6 +384,7 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
                     rewritten[n] = sys.modules[n]
             return module
         finally:
+            rewritten.importing = False
             if finder is not None:
                 sys.meta_path.remove(finder)
             _restore(snapshot)
@@ -391,10 +393,13 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
         module = rewritten.get(name) or plain.get(name)
         if module is not None or name in missing or not wanted(name):
             return module
+        from symfence.worker.concolic.execution import paused  # (execution imports this module)
+
         finder = _Finder(wanted, folder)
         finder.rewritten = rewritten
         try:
-            module = swapped_import(name, finder)
+            with paused():  # the rewrite is the engine's time, not the run's
+                module = swapped_import(name, finder)
         except ModuleNotFoundError as exc:
             if optional and exc.name == name:
                 missing.add(name)
@@ -403,7 +408,8 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
         except ImportError:
             raise
         except Exception:  # noqa: BLE001 - its import-time code, rewritten: run it plain
-            module = swapped_import(name, None)
+            with paused():
+                module = swapped_import(name, None)
         if name not in rewritten:
             plain[name] = module
         return module

@@ -1,0 +1,1 @@
+NEXT = b"v2"  # the version no one tested
