@@ -34,7 +34,7 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import atheris
 
@@ -101,7 +101,9 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
-    def record(kind: str, data: bytes, key: str, detail: str) -> None:
+    def record(kind: str, data: bytes, key: str, detail: Callable[[], str]) -> None:
+        """One input per signature; ``detail`` is made only for a new one (a target that raises
+        on most inputs formats one traceback per signature, not per execution)."""
         if key in seen:
             return
         if len(seen) >= _MAX_FINDINGS:
@@ -115,7 +117,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             fh.write(key.replace("\n", " ") + "\n")
         name = os.path.join(found, f"{kind}-{hashlib.sha1(data).hexdigest()}")
         with open(name + ".txt", "w") as fh:
-            fh.write(detail)
+            fh.write(detail())
         with open(name + ".tmp", "wb") as fh:  # the parent takes only whole files
             fh.write(data)
         os.replace(name + ".tmp", name)
@@ -135,13 +137,13 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             setitimer(vtimer, 0)
             with open(os.path.join(found, "hangs.list"), "a") as fh:  # kept ones leave the corpus
                 fh.write(hashlib.sha1(data).hexdigest() + "\n")
-            record("hang", data, "hang", f"execution exceeded {exec_timeout:g} s of CPU time")
+            record("hang", data, "hang", lambda: f"execution exceeded {exec_timeout:g} s of CPU time")
         except BaseException as exc:  # noqa: BLE001 - anything the target raises is a crash
             _armed[0] = False
             setitimer(vtimer, 0)
             exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None  # our frame
-            detail = compact_traceback("".join(traceback.format_exception(exc)))  # a recursion folded
-            record("crash", data, _signature(exc), detail[-16000:])
+            record("crash", data, _signature(exc),  # a recursion's frames folded first
+                   lambda e=exc: compact_traceback("".join(traceback.format_exception(e)))[-16000:])
         else:
             setitimer(vtimer, 0)
 
