@@ -13,6 +13,7 @@ stayed active past the deadline; a Python process killed by a signal
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import os
@@ -259,11 +260,10 @@ def _recursion_frames(inner: list[Frame]) -> tuple[str, ...] | None:
     through (``{{((`` and ``{{[[`` in a template engine run different subsets of one recursive
     descent) changes it: one missing depth limit, one bug."""
     names = _names(inner)  # innermost first
-    seen: set[str] = set()
-    repeated = {n for n in names if n in seen or seen.add(n)}  # type: ignore[func-returns-value]
-    if not repeated:
+    counts = collections.Counter(names)
+    if max(counts.values(), default=0) < 2:
         return None
-    entered = max(i for i, n in enumerate(names) if n in repeated)  # the outermost repeating frame
+    entered = max(i for i, n in enumerate(names) if counts[n] > 1)  # the outermost repeating frame
     return ("cycle:" + names[entered], *names[entered + 1:entered + TOP_FRAMES])
 
 
@@ -348,13 +348,13 @@ def compact_traceback(text: str) -> str:
     mutually recursive parser prints hundreds of frames: cut to the wire's limit (head and tail)
     it lost where the recursion was entered, which its identity is made of. A stack still longer
     than ``KEEP_FRAMES`` (nesting through several paths) keeps its outermost and innermost frames."""
-    if text.count('File "') < 3 * 3:
+    if text.count('File "') < 9:  # too short to be worth folding
         return text
     out: list[str] = []
     run: list[str] = []  # the frame blocks of the current stack, each a File line and its source
 
     def flush() -> None:
-        rest, stack = run[:], []
+        rest, stack = run, []
         for _ in range(8):  # a few different cycles in one stack at most
             folded = _fold(rest)
             if folded is None:

@@ -367,7 +367,7 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
     one that does not exist, with ``optional``, as None (a ``from`` name that is not a submodule);
     an ImportError is the caller's, as from a plain import."""
     plain: dict[str, types.ModuleType] = {}  # the load's modules imported as they are
-    missing: set[str] = set()
+    nothing: set[str] = set()  # names answered None: not the load's, or no such module
 
     def swapped_import(name: str, finder: _Finder | None) -> types.ModuleType:
         snapshot = dict(sys.modules)
@@ -391,8 +391,11 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
 
     def later(name: str, optional: bool = False) -> types.ModuleType | None:
         module = rewritten.get(name) or plain.get(name)
-        if module is not None or name in missing or not wanted(name):
+        if module is not None or name in nothing:
             return module
+        if not wanted(name):  # an import of other code, run per input maybe: asked once
+            nothing.add(name)
+            return None
         from symfence.worker.concolic.execution import paused  # (execution imports this module)
 
         finder = _Finder(wanted, folder)
@@ -400,12 +403,10 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
         try:
             with paused():  # the rewrite is the engine's time, not the run's
                 module = swapped_import(name, finder)
-        except ModuleNotFoundError as exc:
-            if optional and exc.name == name:
-                missing.add(name)
+        except ImportError as exc:  # the caller's, as from a plain import ...
+            if optional and isinstance(exc, ModuleNotFoundError) and exc.name == name:
+                nothing.add(name)  # ... but a `from` name that is no submodule is not an error
                 return None
-            raise
-        except ImportError:
             raise
         except Exception:  # noqa: BLE001 - its import-time code, rewritten: run it plain
             with paused():

@@ -7,9 +7,9 @@ something Python cannot catch ended it). The request's task names the target; it
 imported inside ``atheris.instrument_imports`` (the target and the library code it imports count
 for libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs with no time limit: the parent
 ends it. While it runs, a module of the harness's packages imported for the first time (a plugin
-found on first use) is instrumented too. libFuzzer's first corpus folder is the target's corpus folder: it writes the inputs it
-keeps there, and with ``-reload`` it reads (and runs) every file the parent drops there while it
-runs - how the engine's and other workers' finds reach it.
+found on first use) is instrumented too. libFuzzer's first corpus folder is the target's corpus
+folder: it writes the inputs it keeps there, and with ``-reload`` it reads (and runs) every file
+the parent drops there while it runs - how the engine's and other workers' finds reach it.
 
 A Python exception or CPU time-out inside the target does not end the run: the harness catches
 it, records the input once per distinct signature (``found/crash-<sha1>`` plus a ``.txt`` with the
@@ -46,7 +46,7 @@ from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
-# this many (a bound for code generated at run time; 64 lost real bugs of large libraries: the
+# this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
 # coordinator dedupes by identity, this only keeps one process from sending the same one twice)
 _PR_SET_PDEATHSIG = 1
 
@@ -97,7 +97,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     with open(spec["counter_path"], "r+b") as fh:
         counter_map = mmap.mmap(fh.fileno(), 8)
     counter = memoryview(counter_map).cast("Q")
-    state = {"execs": 0}
+    state = {"execs": 0, "capped": 0}
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
@@ -107,8 +107,8 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         if key in seen:
             return
         if len(seen) >= _MAX_FINDINGS:
-            if len(seen) == _MAX_FINDINGS:
-                seen.add("")  # say it once
+            if not state["capped"]:
+                state["capped"] = 1
                 print(f"symfence: {_MAX_FINDINGS} signatures recorded: no more from this target",
                       file=sys.stderr, flush=True)
             return
@@ -152,9 +152,8 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.
-    under_test = [p for p in harness_imports(module_name) if p not in ("symfence", "atheris")]
-    with atheris.instrument_imports(include=under_test, exclude=["symfence", "atheris"]) if under_test \
-            else contextlib.nullcontext():
+    under_test = list(harness_imports(module_name))  # never symfence nor atheris
+    with atheris.instrument_imports(include=under_test) if under_test else contextlib.nullcontext():
         atheris.Fuzz()  # runs until the parent ends the process
     raise RuntimeError("libFuzzer returned")
 
