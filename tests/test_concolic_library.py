@@ -82,6 +82,7 @@ def test_a_plugin_the_library_imports_on_first_use_is_rewritten_then(libtargets:
     assert found, f"not found in {tasks} tasks: {dict(totals)}"
     assert found[0].data[:6] == b"TAG\x7fv2"
     assert totals["false_findings"] == 0
+    assert totals["late_imports_plain"] == 1  # strictplugin, counted once
     after = {n: m for n, m in sys.modules.items() if n.startswith("plugfmt")}
     assert after == before  # the rewritten copies live in the load only
 

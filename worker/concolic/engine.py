@@ -45,6 +45,7 @@ from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
 from symfence.worker.concolic.instrument import (
     FALLBACKS,
+    LATE_PLAIN,
     Target,
     TargetLoadError,
     load_target,
@@ -277,6 +278,9 @@ class _Search:
         self._count_run(symbolic)
         if task.target in FALLBACKS and self.options.instrument_imports:
             self.stats["imports_not_instrumented"] += 1  # the library failed to import rewritten
+        if LATE_PLAIN:  # library modules imported during the runs that failed to import rewritten
+            self.stats["late_imports_plain"] += len(LATE_PLAIN)
+            LATE_PLAIN.clear()
         if not symbolic.recorder.sites:
             self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
         if cut.requested():

@@ -76,6 +76,9 @@ NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", 
 _loaded: dict[tuple[str, tuple[str, ...], bool], Target] = {}
 # spec -> why the harness's imports could not be instrumented (the target was loaded without them)
 FALLBACKS: dict[str, str] = {}
+# modules a load imported plain while its code ran (their import failed rewritten): the engine
+# counts them (``late_imports_plain``) and empties the list
+LATE_PLAIN: list[str] = []
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
@@ -362,8 +365,8 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
     the load is imported then, rewritten, with the load's copies in ``sys.modules`` (so
     ``from . import plugin`` resolves against the rewritten package) and ``sys.modules`` restored
     afterwards, as at the load. A module without Python source comes back as it is, and so does
-    one whose import-time code fails rewritten (imported plain then: the run goes on as without
-    the engine);
+    one whose import-time code fails rewritten (imported plain then, noted in ``LATE_PLAIN``: the
+    run goes on as without the engine);
     one that does not exist, with ``optional``, as None (a ``from`` name that is not a submodule);
     an ImportError is the caller's, as from a plain import."""
     plain: dict[str, types.ModuleType] = {}  # the load's modules imported as they are
@@ -409,6 +412,7 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
                 return None
             raise
         except Exception:  # noqa: BLE001 - its import-time code, rewritten: run it plain
+            LATE_PLAIN.append(name)
             with paused():
                 module = swapped_import(name, None)
         if name not in rewritten:
