@@ -14,8 +14,10 @@ as a ``protocol.fuzzslice`` spec.
 
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
 recent rate of first-found edges per busy second decides (both figures decay by e^-1 per 60 busy
-seconds of both stages), squared and normalized, clamped to [0.5, 0.97] (0.9 until both stages have run for a while): an
-engine that finds nothing gets 3% of the workers' time, one that finds much at most half.
+seconds of both stages; the fuzz stage's count starts at one edge, the engine's at none), squared and
+normalized, clamped to [0.5, 0.97] (0.9 until both stages have run for a while): an engine that
+finds nothing gets 3% of the workers' time (also when neither stage finds anything), one that
+finds much at most half.
 Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
 rank once less of the budget is left than the engine's mean task takes (that task would be
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
@@ -161,8 +163,12 @@ class HybridPlan:
         if min(fz.results, cc.results) < _AUTO_WARMUP_RESULTS or fz.busy_s + cc.busy_s < _AUTO_WARMUP_S:
             return _AUTO_WARMUP
         (fz_edges, fz_busy), (cc_edges, cc_busy) = self._recent[self.fuzz_stage], self._recent[self.corpus_stage]
+        # The prior of one edge is the fuzz stage's alone: it is the cheap default and the engine
+        # earns its time by finding. With one each, a stretch where neither finds anything rated
+        # the stage that had less time higher, and the split settled at half each (a saturated
+        # harness spent half its workers on an engine that found nothing: wave, run 6).
         fz_rate = (fz_edges + 1) / max(fz_busy, 1e-3)
-        cc_rate = (cc_edges + 1) / max(cc_busy, 1e-3)
+        cc_rate = cc_edges / max(cc_busy, 1e-3)
         # Squared: the rates are marginal ones, measured at the current split; the better stage
         # gets more than its proportion (1:6 gives the engine 3%, not 14%; 1:1 half each).
         return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate ** 2 / (fz_rate ** 2 + cc_rate ** 2)))

@@ -223,6 +223,23 @@ def test_plan_auto_share_follows_recent_finds():
     assert plan.share() > 0.9
 
 
+def test_plan_auto_share_when_neither_stage_finds_anything():
+    """A saturated harness: neither stage has found an edge for a while. The fuzz stage is the
+    cheap default, so the engine falls to its floor; with a prior of one edge each, the stage that
+    had less time looked the better one and the split settled at half each (wave, run 6)."""
+    plan = _plan("hybrid")
+    _ran(plan, Stage.FUZZ, 10.0, 100, 3)
+    _ran(plan, Stage.CONCOLIC, 10.0, 100, 3)
+    assert plan.share() == pytest.approx(0.5, abs=0.01)  # found alike: half each
+    for _ in range(60):  # then nothing, at whatever split the share asks for
+        s = plan.share()
+        _ran(plan, Stage.FUZZ, 10.0 * s, 0)
+        _ran(plan, Stage.CONCOLIC, 10.0 * (1 - s), 0)
+    assert plan.share() == 0.97
+    _ran(plan, Stage.CONCOLIC, 0.3, 2)  # the engine finds again: it gets its time back at once
+    assert plan.share() == 0.5
+
+
 def test_engine_tasks_wait_while_the_fuzz_stage_is_behind():
     """A rank that holds a turn gets no engine task behind it while the fuzz stage is behind its
     share (the worker would run that task next, whatever the share); once ahead, it does."""
