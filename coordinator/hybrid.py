@@ -285,9 +285,8 @@ class HybridPlan:
         return WorkItem(work_id, spec, sha, target, self._seq, kind=WorkKind.FUZZ_SLICE)
 
     def turn_s(self) -> float:
-        """How long a task runs before it ends its turn for a task of the other stage waiting
-        behind it on its worker (SETUP's ``turn_s``; 0: never): the fuzz turn's length, when both
-        stages run. An engine task so ended hands back the branches it did not try
+        """How long a task runs before it ends its turn for any task waiting behind it on its
+        worker (SETUP's ``turn_s``; 0: never): the fuzz turn's length, when both stages run. An engine task so ended hands back the branches it did not try
         (``Result.resume_at``), so the share decides again every turn instead of once per task
         of any length (24-33 s engine tasks on email-validator, measured)."""
         return float(self.fuzz_options.get("slice_s", 0.0)) if self.fuzz_on and self.concolic_on else 0.0

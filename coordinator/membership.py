@@ -119,7 +119,7 @@ class MembershipMixin:
             "faults": faults if faults["enabled"] else {},
             **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
             "world_size": self.world_size,
-            "turn_s": self.plan.turn_s(),  # a task ends its turn for the other stage's (worker/loop.py)
+            "turn_s": self.plan.turn_s(),  # a task ends its turn for one waiting (worker/loop.py)
         }
 
     def _absorb_pause(self, now: float) -> None:

@@ -130,20 +130,23 @@ class SteadyTask(TurnExecutor):
         return None
 
 
-def test_a_task_that_had_its_turn_ends_for_the_other_stage_waiting_behind_it(monkeypatch, tmp_path):
-    """Both stages run (SETUP's turn_s > 0): an engine task that has run turn_s while a fuzz turn
-    waits behind it ends early (it hands back the rest); behind another engine task it goes on."""
+def test_a_task_that_had_its_turn_ends_for_any_task_waiting_behind_it(monkeypatch, tmp_path):
+    """Both stages run (SETUP's turn_s > 0): an engine task that has run turn_s while a task waits
+    behind it ends early (it hands back the rest), a fuzz turn or another engine task alike: its
+    answer frees the slot in which the coordinator's share decides again. Alone it goes on."""
     monkeypatch.setenv("MPI_LOCALNRANKS", "1")
     setup = _setup(tmp_path)
     setup = Control(ControlKind.SETUP, info={**setup.info, "turn_s": 0.05})
     minter = TokenMinter(os.urandom(32))
-    for behind, cut in (("turn", 1), ("engine", 0)):
-        engine, waiting = _work(minter, 1, "engine"), _work(minter, 2, behind)
-        world = FakeEndpoint([(0, Tag.CONTROL, encode(setup)), (0, Tag.WORK, encode(engine)),
-                              (0, Tag.WORK, encode(waiting))])
+    for behind, cut in (("turn", 1), ("engine", 1), (None, 0)):
+        engine = _work(minter, 1, "engine")
+        inbound = [(0, Tag.CONTROL, encode(setup)), (0, Tag.WORK, encode(engine))]
+        if behind is not None:
+            inbound.append((0, Tag.WORK, encode(_work(minter, 2, behind))))
+        world = FakeEndpoint(inbound)
         executors = {"engine": SteadyTask(), "turn": QuickExecutor()}
         monkeypatch.setattr(worker_loop, "make_executor", executors.__getitem__)
-        w, answered = _serve(world, results=2)
+        w, answered = _serve(world, results=1 if behind is None else 2)
         first = answered[0]
         assert first.token == engine.token and first.stats == {"cut": cut}, behind
-        assert w.counters["turns_ended_early"] == cut
+        assert w.counters["turns_ended_early"] == cut, behind  # the last task, alone, goes on

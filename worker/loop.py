@@ -3,7 +3,7 @@
 Re-runs the campaign waits on (``RERUN_BOUND``: a claim's confirmation) go to the queue's front,
 and the running fuzz turn or engine task ends early for them (``Turns``): a find is confirmed in
 about a second, not after the tasks ahead of it. When both stages run, a task that has run for
-SETUP's ``turn_s`` ends early too once a task of the other stage waits behind it. After YIELD
+SETUP's ``turn_s`` ends early too once any task waits behind it. After YIELD
 (the campaign's drain) every task ends early that way, so what it found is committed instead of
 cancelled at the stop.
 
@@ -291,11 +291,12 @@ class Worker:
 
     def _turn_over(self) -> bool:
         """Whether the running task has had its turn (`turn_s`, from SETUP: both stages run) while
-        a task of the other stage waits behind it: then it ends early like a fuzz turn (an engine
-        task hands back the branches it did not try), and the next runs."""
+        a task waits behind it: then it ends early like a fuzz turn (an engine task hands back the
+        branches it did not try), and the next runs. Behind a task of its own stage too: a rank
+        whose slots all held engine tasks ran one for 35 s while the fuzz stage was behind its
+        share (email-validator), as its answer is what frees a slot for the share to decide."""
         assert self.running is not None
-        return (0 < self.turn_s <= time.monotonic() - self._t0
-                and self.queue[0].executor != self.running.executor)
+        return 0 < self.turn_s <= time.monotonic() - self._t0
 
     def _end_turn(self) -> None:
         """Ask the running task to answer early with what it has (``Turns``: a fuzz turn, an
