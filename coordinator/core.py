@@ -37,7 +37,8 @@ from symfence.coordinator.effects import (Effect, ExportAfl, Flush, Log, Quarant
                                           Stop)
 from symfence.coordinator.hotpath import SAMPLE, HotPath
 from symfence.coordinator.hotpath import clock_ns as _ns
-from symfence.coordinator.hybrid import HybridPlan, StageFigures
+from symfence.coordinator.engines import EngineSpec
+from symfence.coordinator.hybrid import HybridPlan
 from symfence.coordinator.inflight import InFlight, Revocation, SlotRelease
 from symfence.coordinator.journal import CorpusEntry, FlushReceipt, Journal, NewEntry
 from symfence.coordinator.members import Members
@@ -399,9 +400,10 @@ class Core(ClaimsMixin, MembershipMixin):
                       new_edges=v.capped[0], allowed=v.capped[1], execs=execs)
         elif v.new_edges:
             self.peers.take_edges(source, v.new_edges, now_loop)
+        began = now_loop - wall_s
         if v.task_trace:
-            if result.candidates:
-                self._merge_trace(v.task_trace, progress, fig)
+            if result.candidates or (v.new_edges and self.plan.fuzz_on):
+                self._merge_trace(v.task_trace, progress, stage, began)
             else:  # the task's trace alone: its never-seen edges are the verdict's count of them
                 progress.edges += v.new_edges
                 fig.edges_first += v.new_edges
@@ -416,7 +418,7 @@ class Core(ClaimsMixin, MembershipMixin):
             self._log("warning", "task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
         for c, trace in v.admitted:
-            if (bits := self._merge_trace(trace, progress, fig)) == 0:
+            if (bits := self._merge_trace(trace, progress, stage, began)) == 0:
                 st.triage_rejected[Rejection.NO_NEW_BITS.value] += 1
             else:
                 wid = work_id_for(self.corpus_executor, item.target, c.sha256, c.bound, self.options)
@@ -452,14 +454,13 @@ class Core(ClaimsMixin, MembershipMixin):
             self.scheduler.add(WorkItem.from_record(entry))
         self.plan.add_entry(entry.target, entry.data)
 
-    def _merge_trace(self, trace: dict[int, int], progress: TargetProgress, fig: StageFigures) -> int:
-        """Merge a trace into the map, crediting its first-found edges to its target and stage."""
+    def _merge_trace(self, trace: dict[int, int], progress: TargetProgress, stage: EngineSpec,
+                     began: float) -> int:
+        """Merge a trace into the map, crediting its first-found edges to its target and stage
+        (`began`: when its task began, for the credit of a fuzz turn's late report: hybrid.py)."""
         if not trace:
             return 0
-        seen = self.coverage.seen
-        fresh = sum(1 for edge in trace if not seen[edge])  # edges it reached first
-        progress.edges += fresh
-        fig.edges_first += fresh
+        progress.edges += self.plan.credit_first(stage, trace, self.coverage.seen, self.clock(), began)
         return self.coverage.merge(trace)
 
     # --- dispatch ---------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symfence.coordinator.config import native_slices_on
+from symfence.coordinator.credit import EngineFinds
 from symfence.coordinator.engines import ENGINES, MODES, EngineSpec, Slices, Stage, TargetKind
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
@@ -100,6 +101,7 @@ class HybridPlan:
     _engine: dict[str, tuple[Rank, float]] = field(default_factory=dict)  # engine task in flight -> (rank, sent)
     _engine_held: dict[Rank, int] = field(default_factory=dict)  # rank -> its entries in _engine
     _engine_sent_sum: float = 0.0  # of the send times in _engine: their running time without a scan
+    _finds: EngineFinds | None = None  # both stages run: the engine's recent first finds (credit.py)
 
     @classmethod
     def from_config(cls, cfg: Any) -> HybridPlan:
@@ -118,6 +120,8 @@ class HybridPlan:
                    depth if type(depth) is int else 2, fz["dictionary"], native_slices)
         for stage in ENGINES.values():
             plan.figures[stage] = StageFigures()
+        if plan.fuzz_on and plan.concolic_on:  # a turn reports at its end: remember a few turns back
+            plan._finds = EngineFinds(horizon_s=max(60.0, 3 * float(fz["slice_s"])))
         if fz["dict"]:  # the user's dictionary: every target's first tokens (checked by preflight)
             from symfence.coordinator.fuzzdict import read_tokens
 
@@ -180,12 +184,12 @@ class HybridPlan:
         for stage in stages:
             f = self.figures[stage]
             edges, busy = self._seen.get(stage, (0, 0.0))
-            added[stage] = (max(0, f.edges_first - edges), max(0.0, f.busy_s - busy))
+            added[stage] = (f.edges_first - edges, max(0.0, f.busy_s - busy))  # edges: < 0 if taken back
             self._seen[stage] = (f.edges_first, f.busy_s)
         decay = math.exp(-sum(busy for _, busy in added.values()) / _AUTO_MEMORY_S)
         for stage in stages:
             recent = self._recent.setdefault(stage, [0.0, 0.0])
-            recent[0] = recent[0] * decay + added[stage][0]
+            recent[0] = max(0.0, recent[0] * decay + added[stage][0])
             recent[1] = recent[1] * decay + added[stage][1]
 
     def pick(self, rank: Rank, scheduler: Scheduler, budget_left_s: float | None = None) -> WorkItem | None:
@@ -328,6 +332,28 @@ class HybridPlan:
 
     def stage_of(self, item: WorkItem) -> EngineSpec:
         return self.fuzz_stage if item.kind is WorkKind.FUZZ_SLICE else self.corpus_stage
+
+    def credit_first(self, stage: EngineSpec, trace: dict[int, int], seen: bytes | bytearray, now: float,
+                     began: float) -> int:
+        """Credit `stage` with the edges of `trace` that are not in `seen` yet (returns how many),
+        before the trace is merged; `began`: when the task began, as far as the coordinator knows
+        (its commit less its wall time). While both stages run, a fuzz turn also takes back the
+        edges the engine was credited with since its turn began (credit.py): it reached them too."""
+        fig, finds = self.figures[stage], self._finds
+        if finds is None:
+            fresh = sum(1 for edge in trace if not seen[edge])
+        elif stage is self.fuzz_stage:
+            back = finds.reclaim(trace, began)
+            if back:
+                fig.edges_first += back
+                self.figures[self.corpus_stage].edges_first -= back
+            fresh = sum(1 for edge in trace if not seen[edge])
+        else:
+            new = [edge for edge in trace if not seen[edge]]
+            finds.found(new, now)
+            fresh = len(new)
+        fig.edges_first += fresh
+        return fresh
 
     # -- per-stage figures (fuzzer_stats, plot_data, status line) ------------------------------------
 

@@ -11,6 +11,7 @@ import pytest
 
 import tests
 from symfence.coordinator.config import parse
+from symfence.coordinator.credit import EngineFinds
 from symfence.coordinator.hybrid import HybridPlan, Stage
 from symfence.coordinator.scheduler import Scheduler, WorkItem
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec, unpack_spec
@@ -238,6 +239,66 @@ def test_plan_auto_share_when_neither_stage_finds_anything():
     assert plan.share() == 0.97
     _ran(plan, Stage.CONCOLIC, 0.3, 2)  # the engine finds again: it gets its time back at once
     assert plan.share() == 0.5
+
+
+def test_a_fuzz_turn_takes_back_the_edges_the_engine_was_credited_with_during_it():
+    """A fuzz turn reports at its end; an engine task committed meanwhile with the same edges got
+    them first. The turn's commit takes back those the engine was credited with after the turn
+    began (the fuzz stage reached them on its own), not those from before it began."""
+    plan = _plan("hybrid")
+    seen = bytearray(1 << 16)
+    fuzz, engine = plan.figures[Stage.FUZZ], plan.figures[Stage.CONCOLIC]
+
+    def merge(trace: dict[int, int]) -> None:
+        for edge in trace:
+            seen[edge] = 1
+
+    before = {1: 1, 2: 1}
+    assert plan.credit_first(Stage.CONCOLIC, before, seen, now=100.0, began=99.0) == 2
+    merge(before)
+    during = {3: 1, 4: 1, 5: 1}
+    assert plan.credit_first(Stage.CONCOLIC, during, seen, now=105.0, began=104.0) == 3
+    merge(during)
+    assert (engine.edges_first, fuzz.edges_first) == (5, 0)
+    turn = {1: 1, 3: 1, 4: 1, 9: 1}  # a turn that began at 102: edges 3 and 4 came after, 9 is new
+    assert plan.credit_first(Stage.FUZZ, turn, seen, now=112.0, began=102.0) == 1
+    merge(turn)
+    assert (engine.edges_first, fuzz.edges_first) == (3, 3)
+    assert plan.credit_first(Stage.FUZZ, turn, seen, now=113.0, began=102.0) == 0  # once only
+    assert (engine.edges_first, fuzz.edges_first) == (3, 3)
+    assert _plan("fuzz")._finds is None and _plan("concolic")._finds is None  # one stage: no record
+
+
+def test_engine_finds_forget_after_their_horizon():
+    finds = EngineFinds(horizon_s=60.0)
+    finds.found([1, 2], now=0.0)
+    finds.found([3], now=30.0)
+    assert len(finds) == 3
+    finds.found([4], now=70.0)  # 1 and 2 are older than 60 s now
+    assert len(finds) == 2
+    assert finds.reclaim([1, 2, 3, 4], since=0.0) == 2
+    assert len(finds) == 0 and finds.reclaim([3], since=0.0) == 0
+
+
+def test_the_share_follows_edges_taken_back():
+    """The engine's finds that a fuzz turn takes back leave its recent rate: an engine that only
+    found what the fuzz stage found in the same turns falls to its floor."""
+    plan = _plan("hybrid")
+    seen = bytearray(1 << 16)
+    t = 0.0
+    for turn in range(12):
+        edges = {1000 * turn + i: 1 for i in range(50)}  # the engine reports them first ...
+        plan.credit_first(Stage.CONCOLIC, edges, seen, now=t + 2.0, began=t + 1.0)
+        for edge in edges:
+            seen[edge] = 1
+        plan.credit_first(Stage.FUZZ, {**edges, 1000 * turn + 999: 1}, seen, now=t + 10.0, began=t)  # ... in its turn
+        seen[1000 * turn + 999] = 1
+        _ran(plan, Stage.CONCOLIC, 1.0, 0)
+        _ran(plan, Stage.FUZZ, 9.0, 0)
+        plan.share()
+        t += 10.0
+    assert plan.figures[Stage.CONCOLIC].edges_first == 0
+    assert plan.share() == 0.97
 
 
 def test_engine_tasks_wait_while_the_fuzz_stage_is_behind():
