@@ -5,7 +5,11 @@ the coordinator sends while it runs is executed by that same process."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+
+import pytest
 
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
 from symfence.worker.executors import fuzz as fuzz_executor
@@ -237,3 +241,36 @@ def test_a_module_of_the_library_imported_while_fuzzing_is_instrumented(tmp_path
     finally:
         ex.close()
 
+
+
+@pytest.mark.parametrize("harness", ["fuzz_preloaded", "fuzz_preloaded_all"])
+def test_a_library_imported_before_the_harness_is_instrumented(tmp_path, monkeypatch, harness):
+    # The test's sitecustomize imports preloaded_lib at start-up, as Atheris imports ipaddress:
+    # instrument_imports() passes over a module already loaded, and the fuzz process used to make
+    # the harness's instrument_all() a no-op, so libFuzzer had no coverage of the library.
+    preload = os.path.join(os.path.dirname(os.path.abspath(__file__)), "preload")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import preloaded_lib\n")
+    path = os.pathsep.join(filter(None, [str(site), preload, os.environ.get("PYTHONPATH")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    loaded = subprocess.run([sys.executable, "-c", "import sys; print('preloaded_lib' in sys.modules)"],
+                            capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "True", "the premise: the library is loaded before any harness"
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        found = []
+        for _ in range(6):
+            spec = pack_spec(SliceSpec((b"\x00" * 6,), ()))
+            options = {"slice_s": 5.0, "exec_timeout_s": 0.5}
+            ex.start(Task("t" * 64, "w" * 64, spec, f"{harness}:TestOneInput", 1, options))
+            deadline = time.monotonic() + 120
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() < deadline, "the turn did not end"
+            found += [c for c in outcome.candidates
+                      if c.kind is ExitKind.CRASH and "PreloadedBug" in c.detail]
+            if found:
+                break
+        assert found and found[0].data[:6] == b"PRELOD", "libFuzzer had no coverage of the preloaded library"
+    finally:
+        ex.close()

@@ -9,7 +9,8 @@ every loaded function, ~3 s, and would distort the tracer's arcs). ``plain()`` r
 the real ``atheris`` module by no-ops; ``NO_OPS`` is the one table of what is replaced, which the
 concolic engine's model of ``atheris`` (``worker.concolic.importhook``) also uses. In the fuzz
 process (``worker.fuzz.live_child``) only ``instrument_all`` and ``enable_python_coverage`` are
-replaced: that process already instruments everything the target imports.
+replaced: that process instruments everything the target imports, and on ``instrument_all`` also
+what was imported before the harness (``worker.fuzz.inplace``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Run as ``python -m symfence.worker.childserve symfence.worker.fuzz.live_child ..
 something Python cannot catch ended it). The request's task names the target; its options carry
 ``libfuzzer_args``, ``found_dir``, ``counter_path`` and ``exec_timeout_s``. The target's module is
 imported inside ``atheris.instrument_imports`` (the target and the library code it imports count
-for libFuzzer's coverage feedback), then ``atheris.Fuzz`` runs with no time limit: the parent
+for libFuzzer's coverage feedback; what was imported before it, by Python, Atheris or this process,
+is instrumented in place: ``inplace.py``), then ``atheris.Fuzz`` runs with no time limit: the parent
 ends it. While it runs, a module of the harness's packages imported for the first time (a plugin
 found on first use) is instrumented too. libFuzzer's first corpus folder is the target's corpus
 folder: it writes the inputs it keeps there, and with ``-reload`` it reads (and runs) every file
@@ -44,6 +45,7 @@ from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
+from symfence.worker.fuzz import inplace
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
@@ -85,11 +87,19 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     _die_with_parent()
     spec = request.task.options
     module_name, _, attr = request.task.target.partition(":")
-    atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)  # the harness's instrument_all(): done below
-    # Everything the target's import brings in is instrumented, symfence and Atheris excepted.
-    with atheris.instrument_imports(exclude=["symfence", "atheris"]):
+    atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)
+    asked_all: list[bool] = []
+    atheris.instrument_all = lambda: asked_all.append(True)  # the harness's call: done below
+    # Everything the target's import brings in is instrumented, symfence and Atheris excepted ...
+    with atheris.instrument_imports(exclude=list(inplace.NEVER)):
         module = importlib.import_module(module_name)
     fn = getattr(module, attr)
+    # ... and what was imported before it (inplace.py): the harness's packages, or everything
+    # but symfence and Atheris if the harness called instrument_all().
+    under_test = list(harness_imports(module_name))  # never symfence nor atheris
+    patched, failed = inplace.instrument_loaded(inplace.outside() if asked_all else inplace.in_packages(under_test))
+    if failed:
+        print(f"symfence: {failed} functions could not be instrumented ({patched} were)", file=sys.stderr)
     found = spec["found_dir"]
     exec_timeout = float(spec["exec_timeout_s"])
     signatures = os.path.join(found, "signatures.list")  # shared by the restarts of the process
@@ -152,7 +162,6 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.
-    under_test = list(harness_imports(module_name))  # never symfence nor atheris
     with atheris.instrument_imports(include=under_test) if under_test else contextlib.nullcontext():
         atheris.Fuzz()  # runs until the parent ends the process
     raise RuntimeError("libFuzzer returned")
