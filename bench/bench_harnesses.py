@@ -66,6 +66,8 @@ HARNESSES: dict[str, tuple[str, bool]] = {
     "fuzz_pillow": ("PIL", False),  # added 2026-12-06, after the run-6 set
     "fuzz_jinja2": ("jinja2", True),
     "fuzz_pefile": ("pefile", False),
+    "fuzz_ipaddress": ("ipaddress", True),  # added 2026-12-06, stdlib modules Atheris imports itself
+    "fuzz_urllib_parse": ("urllib", True),
 }
 # Not in the default set nor in issue 27's goals: a planted bug behind stdlib `json` that the
 # engine reaches and mutation alone does not (``--harnesses fuzz_json_key --results json_key``);
