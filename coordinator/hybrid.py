@@ -15,9 +15,9 @@ as a ``protocol.fuzzslice`` spec.
 Share of worker time for fuzz slices (``fuzz.share``): a number, or ``"auto"``: each stage's
 recent rate of first-found edges per busy second decides (both figures decay by e^-1 per 60 busy
 seconds of both stages; the fuzz stage's count starts at one edge, the engine's at none), squared and
-normalized, clamped to [0.5, 0.97] (0.9 until both stages have run for a while): an engine that
+normalized, clamped to [0.75, 0.97] (0.9 until both stages have run for a while): an engine that
 finds nothing gets 3% of the workers' time (also when neither stage finds anything), one that
-finds much at most half.
+finds much at most a quarter.
 Whatever the share, a rank whose engine queue is empty fuzzes, and so does a
 rank once less of the budget is left than the engine's mean task takes (that task would be
 cancelled unfinished at the end; a slice is cut to the budget). A rank holds at most one fuzz slice
@@ -47,9 +47,11 @@ from symfence.protocol.options import NativeFuzzOptions
 from symfence.protocol.rules import is_token
 from symfence.protocol.ids import Rank, sha256_hex, work_id_for
 
-# The fuzz share: the engine's goes down to 3% where it finds nothing, and never above half (its
-# first-found edges per second overrate it: docs/benchmarks.md, "OSS-Fuzz harnesses", pygments).
-_AUTO_MIN, _AUTO_MAX = 0.5, 0.97
+# The fuzz share: the engine's goes down to 3% where it finds nothing, and never above a quarter.
+# At most half (0.5), five harnesses at 90 s ran 0.57-0.87x Atheris's executions per worker and
+# 0.94-1.46x its lines; at most a quarter, 0.59-1.08x and 1.00-1.23x: dateutil 0.94 -> 1.15,
+# pefile (the engine's harness) 1.46 -> 1.23 (docs/benchmarks.md, "OSS-Fuzz harnesses", run 7).
+_AUTO_MIN, _AUTO_MAX = 0.75, 0.97
 _AUTO_WARMUP = 0.9  # the share until both stages have run for a while: the engine gets 10% to be judged
 _AUTO_WARMUP_S = 5.0  # busy seconds of both stages together before "auto" trusts the rates ...
 _AUTO_WARMUP_RESULTS = 3  # ... and results of each
@@ -174,7 +176,7 @@ class HybridPlan:
         fz_rate = (fz_edges + 1) / max(fz_busy, 1e-3)
         cc_rate = cc_edges / max(cc_busy, 1e-3)
         # Squared: the rates are marginal ones, measured at the current split; the better stage
-        # gets more than its proportion (1:6 gives the engine 3%, not 14%; 1:1 half each).
+        # gets more than its proportion (1:6 gives the engine 3%, not 14%; 1:1 would be half each).
         return min(_AUTO_MAX, max(_AUTO_MIN, fz_rate ** 2 / (fz_rate ** 2 + cc_rate ** 2)))
 
     def _fold_recent(self) -> None:

@@ -224,23 +224,28 @@ def test_a_module_of_the_library_imported_while_fuzzing_is_instrumented(tmp_path
                               "libtargets")
     path = [libtargets, os.environ.get("PYTHONPATH")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, path)))
+    found = _crash_within_turns(tmp_path, "fuzz_plugfmt:TestOneInput", b"TAG\x00\x00\x00", "TagPluginBug")
+    assert found and found[0].data[:6] == b"TAG\x7fv2", "libFuzzer did not reach the plugin's bug"
+
+
+def _crash_within_turns(tmp_path, target: str, seed: bytes, marker: str, turns: int = 6) -> list:
+    """Up to `turns` 5 s turns of one fuzz process on `target` from `seed`, until it reports a
+    crash whose detail names `marker`: those crashes (none: libFuzzer did not get there)."""
     ex = FuzzExecutor(workdir=str(tmp_path))
     try:
-        found = []
-        for _ in range(6):
-            outcome = ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"TAG\x00\x00\x00",), ())),
-                                    "fuzz_plugfmt:TestOneInput", 1, {"slice_s": 5.0, "exec_timeout_s": 0.5}))
+        found: list = []
+        for _ in range(turns):
+            ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((seed,), ())), target, 1,
+                          {"slice_s": 5.0, "exec_timeout_s": 0.5}))
             deadline = time.monotonic() + 120
             while (outcome := ex.wait(0.05)) is None:
                 assert time.monotonic() < deadline, "the turn did not end"
-            found += [c for c in outcome.candidates
-                      if c.kind is ExitKind.CRASH and "TagPluginBug" in c.detail]
+            found += [c for c in outcome.candidates if c.kind is ExitKind.CRASH and marker in c.detail]
             if found:
                 break
-        assert found and found[0].data[:6] == b"TAG\x7fv2", "libFuzzer did not reach the plugin's bug"
+        return found
     finally:
         ex.close()
-
 
 
 @pytest.mark.parametrize("harness", ["fuzz_preloaded", "fuzz_preloaded_all"])
@@ -257,20 +262,5 @@ def test_a_library_imported_before_the_harness_is_instrumented(tmp_path, monkeyp
     loaded = subprocess.run([sys.executable, "-c", "import sys; print('preloaded_lib' in sys.modules)"],
                             capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "True", "the premise: the library is loaded before any harness"
-    ex = FuzzExecutor(workdir=str(tmp_path))
-    try:
-        found = []
-        for _ in range(6):
-            spec = pack_spec(SliceSpec((b"\x00" * 6,), ()))
-            options = {"slice_s": 5.0, "exec_timeout_s": 0.5}
-            ex.start(Task("t" * 64, "w" * 64, spec, f"{harness}:TestOneInput", 1, options))
-            deadline = time.monotonic() + 120
-            while (outcome := ex.wait(0.05)) is None:
-                assert time.monotonic() < deadline, "the turn did not end"
-            found += [c for c in outcome.candidates
-                      if c.kind is ExitKind.CRASH and "PreloadedBug" in c.detail]
-            if found:
-                break
-        assert found and found[0].data[:6] == b"PRELOD", "libFuzzer had no coverage of the preloaded library"
-    finally:
-        ex.close()
+    found = _crash_within_turns(tmp_path, f"{harness}:TestOneInput", b"\x00" * 6, "PreloadedBug")
+    assert found and found[0].data[:6] == b"PRELOD", "libFuzzer had no coverage of the preloaded library"
