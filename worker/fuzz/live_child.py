@@ -97,9 +97,10 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     # ... and what was imported before it (inplace.py): the harness's packages, or everything
     # but symfence and Atheris if the harness called instrument_all().
     under_test = list(harness_imports(module_name))  # never symfence nor atheris
-    patched, failed = inplace.instrument_loaded(inplace.outside() if asked_all else inplace.in_packages(under_test))
-    if failed:
-        print(f"symfence: {failed} functions could not be instrumented ({patched} were)", file=sys.stderr)
+    if asked_all or under_test:
+        patched, failed = inplace.instrument_loaded(inplace.outside() if asked_all else inplace.in_packages(under_test))
+        if failed:
+            print(f"symfence: {failed} functions could not be instrumented ({patched} were)", file=sys.stderr)
     found = spec["found_dir"]
     exec_timeout = float(spec["exec_timeout_s"])
     signatures = os.path.join(found, "signatures.list")  # shared by the restarts of the process
