@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
                           "execs_ratio": round(execs_ratio, 3), "lines_ratio": round(lines_ratio, 3)}
             rows.append([name, package, "FDP" if fdp else "bytes", hybrid["execs_per_worker_s"],
                          atheris["execs_per_worker_s"], f"{execs_ratio:.2f}", f"{h['added']:+d}", f"{a['added']:+d}",
-                         f"{lines_ratio:.2f}" if a["added"] > 0 else f"ahead: Atheris {a['added']:+d} ({lines_ratio})", f"{hybrid['engine_share']:.0%}", len(h["exceptions"]),
+                         f"ahead: Atheris {a['added']:+d}" if a["added"] <= 0 < h["added"] else f"{lines_ratio:.2f}", f"{hybrid['engine_share']:.0%}", len(h["exceptions"]),
                          len(a["exceptions"]), f"{hybrid['wall_s']}/{atheris['wall_s']}", load])
             print(" | ".join(str(x) for x in rows[-1]), flush=True)
             _report(args.budget, rows, runs, load_before, final=name == names[-1], name=args.results)  # partial kept
