@@ -403,7 +403,7 @@ class Core(ClaimsMixin, MembershipMixin):
         began = now_loop - wall_s
         if v.task_trace:
             if result.candidates or (v.new_edges and self.plan.fuzz_on):
-                self._merge_trace(v.task_trace, progress, stage, began)
+                self._merge_trace(v.task_trace, progress, stage, began, now_loop)
             else:  # the task's trace alone: its never-seen edges are the verdict's count of them
                 progress.edges += v.new_edges
                 fig.edges_first += v.new_edges
@@ -418,7 +418,7 @@ class Core(ClaimsMixin, MembershipMixin):
             self._log("warning", "task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
         for c, trace in v.admitted:
-            if (bits := self._merge_trace(trace, progress, stage, began)) == 0:
+            if (bits := self._merge_trace(trace, progress, stage, began, now_loop)) == 0:
                 st.triage_rejected[Rejection.NO_NEW_BITS.value] += 1
             else:
                 wid = work_id_for(self.corpus_executor, item.target, c.sha256, c.bound, self.options)
@@ -455,12 +455,13 @@ class Core(ClaimsMixin, MembershipMixin):
         self.plan.add_entry(entry.target, entry.data)
 
     def _merge_trace(self, trace: dict[int, int], progress: TargetProgress, stage: EngineSpec,
-                     began: float) -> int:
+                     began: float, now: float) -> int:
         """Merge a trace into the map, crediting its first-found edges to its target and stage
-        (`began`: when its task began, for the credit of a fuzz turn's late report: hybrid.py)."""
+        (`began`: when its task began, `now` its commit, for the credit of a fuzz turn's late
+        report: hybrid.py)."""
         if not trace:
             return 0
-        progress.edges += self.plan.credit_first(stage, trace, self.coverage.seen, self.clock(), began)
+        progress.edges += self.plan.credit_first(stage, trace, self.coverage.seen, now, began)
         return self.coverage.merge(trace)
 
     # --- dispatch ---------------------------------------------------------------------------------
