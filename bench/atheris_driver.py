@@ -10,7 +10,8 @@ run goes on. A run longer than ``EXEC_TIMEOUT_S`` is interrupted (SIGALRM) and i
 under CRASH_DIR/hangs. The caller (bench.bench_parsers) restarts the driver if libFuzzer itself
 stops early (e.g. out of memory) until the budget is used. ``SYMFENCE_ATHERIS_HOOKS`` (comma
 separated, e.g. ``RegEx,str``) turns on those Atheris hooks (``atheris.enabled_hooks``) before the
-import: ``bench_harnesses --variants`` measures what they pay.
+import; ``SYMFENCE_LIBRARY_DICT=FILE`` writes the library's constants to FILE and passes it as
+``-dict`` (what symfence's fuzz process adds): ``bench_harnesses --variants`` measures what each pays.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def main() -> None:
     with atheris.instrument_imports():
         module = importlib.import_module(module_name)
     harness = getattr(module, function_name)
+    if dict_path := os.environ.get("SYMFENCE_LIBRARY_DICT"):  # what symfence's fuzz process adds
+        from symfence.worker.concolic.harness_imports import harness_imports
+        from symfence.worker.fuzz.libdict import library_tokens, modules_of, write_dictionary
+
+        tokens = library_tokens(modules_of(module_name, harness_imports(module_name)))
+        write_dictionary(dict_path, tokens)
+        sys.argv.insert(1, f"-dict={dict_path}")
     seen: set[str] = set()
     (crash_dir / "hangs").mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGALRM, _alarm)

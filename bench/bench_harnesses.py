@@ -21,8 +21,9 @@ start-up and shutdown included:
 Goals (issue 27), each printed as met/missed with its figures: execs ratio >= 0.9 on every
 harness; lines ratio >= 1.0 on every harness and median >= 1.3; engine share >= 10% on at least
 three harnesses. ``uptime``'s load average is recorded before and after. Results go to
-``bench/results/harnesses.{json,md}``. ``--variants`` instead runs Atheris alone three ways at
-once per harness (plain, ``-use_value_profile=1``, the ``RegEx``/``str`` hooks) and compares the
+``bench/results/harnesses.{json,md}``. ``--variants`` instead runs Atheris alone several ways at
+once per harness (plain, ``-use_value_profile=1``, the ``RegEx``/``str`` hooks, the library's
+constants as ``-dict``; ``--variants library_dict`` picks some) and compares the
 lines each corpus adds (``bench/results/harness_variants.{json,md}``).
 """
 
@@ -153,12 +154,14 @@ VARIANTS: dict[str, tuple[list[str], str]] = {  # name -> (libFuzzer flags, Athe
     "plain": ([], ""),
     "value_profile": (["-use_value_profile=1"], ""),
     "hooks": ([], "RegEx,str"),
+    "library_dict": ([], ""),  # the library's constants as -dict (worker/fuzz/libdict.py)
 }
 
 
-def variants(names: list[str], budget_s: float) -> None:
+def variants(names: list[str], budget_s: float, chosen: list[str]) -> None:
     """One Atheris process per variant, all at once, per harness; lines added by each corpus."""
     rows, runs = [], {}
+    chosen = ["plain", *(v for v in chosen if v != "plain")]
     load_before = uptime()
     with tempfile.TemporaryDirectory(prefix="bench-variants-") as tmpdir:
         for name in names:
@@ -166,11 +169,13 @@ def variants(names: list[str], budget_s: float) -> None:
             spec = f"examples.harnesses.{name}:TestOneInput"
             tmp = Path(tmpdir) / name
             procs, start = {}, time.time()
-            for variant, (flags, hooks) in VARIANTS.items():
+            for variant in chosen:
+                flags, hooks = VARIANTS[variant]
                 folder = tmp / variant
                 (folder / "corpus").mkdir(parents=True)
                 (folder / "crashes").mkdir()
                 env = {**os.environ, "SYMFENCE_ATHERIS_HOOKS": hooks,
+                       "SYMFENCE_LIBRARY_DICT": str(folder / "library.dict") if variant == "library_dict" else "",
                        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT_DIR), os.environ.get("PYTHONPATH")) if p)}
                 cmd = [sys.executable, "-m", "bench.atheris_driver", spec, str(folder / "crashes"),
                        f"-max_total_time={budget_s:g}", "-print_final_stats=1", "-timeout=30",
@@ -190,9 +195,9 @@ def variants(names: list[str], budget_s: float) -> None:
                 runs[name][variant] = {"execs": int(found[-1]) if found else 0, "wall_s": round(wall, 1), "added": added}
             plain = runs[name]["plain"]["added"] or 1
             rows.append([name, *(f"+{runs[name][v]['added']} ({runs[name][v]['added'] / plain:.2f}x), "
-                                 f"{runs[name][v]['execs'] / runs[name][v]['wall_s']:.0f}/s" for v in VARIANTS)])
+                                 f"{runs[name][v]['execs'] / runs[name][v]['wall_s']:.0f}/s" for v in chosen)])
             print(" | ".join(rows[-1]), flush=True)
-    headers = ["harness", *(f"{v}: added lines (vs plain), execs/wall-s" for v in VARIANTS)]
+    headers = ["harness", *(f"{v}: added lines (vs plain), execs/wall-s" for v in chosen)]
     text = save("harness_variants", headers, rows, {"budget_s": budget_s, "load_before": load_before,
                                                      "load_after": uptime(), "runs": runs})
     print(text)
@@ -206,12 +211,16 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"default: all of examples/harnesses (not the extra: {', '.join(EXTRA)})")
     p.add_argument("--results", default="harnesses",
                    help="name of the result files under bench/results (runs at once need their own)")
-    p.add_argument("--variants", action="store_true",
-                   help="instead: Atheris alone with -use_value_profile=1, with the RegEx/str hooks, and plain")
+    p.add_argument("--variants", nargs="?", const=",".join(VARIANTS), default=None,
+                   help="instead: Atheris alone, plain and with each named variant at once (default: all of "
+                        f"{', '.join(VARIANTS)})")
     args = p.parse_args(argv)
     names = args.harnesses or list(HARNESSES)
-    if args.variants:
-        variants(names, args.budget)
+    if args.variants is not None:
+        chosen = [v for v in args.variants.split(",") if v]
+        if unknown := [v for v in chosen if v not in VARIANTS]:
+            p.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+        variants(names, args.budget, chosen)
         return
     rows, runs = [], {}
     load_before = uptime()

@@ -1,0 +1,157 @@
+"""Dictionary tokens from the library under test: the short string and bytes constants of its code and tables.
+
+A parser compares its input with constants: keywords, magic numbers, operators, tag names.
+Atheris's instrumentation reports `==` between a string and a constant to libFuzzer when that
+comparison runs, but not a membership test (`word in KEYWORDS`, a dict lookup, `in ("a", "b")`),
+`str.startswith`, or a constant the input never got near. libFuzzer can insert dictionary tokens
+from the start (`-dict=FILE`). The fuzz process (live_child.py) gives it the constants of the
+modules under test, read from the loaded code, as AFL++'s autodictionary does for C:
+
+- **tables** first: the strings of module- and class-level sets, frozensets, tuples, lists and
+  dict keys (a parser's keyword and operator tables), and tuple/frozenset constants in code
+  (what `x in ("a", "b")` compiles to);
+- then every other short string or bytes constant of the modules' functions and methods (their
+  nested functions included), the ones more functions use first.
+
+A token is 2..64 bytes (libFuzzer's longest dictionary word), strings as UTF-8, at most one line
+and at most three words (prose - messages, docstrings - is left out), not a dunder name. At most
+`limit` tokens: libFuzzer picks dictionary words uniformly, so a long tail of rare constants
+would dilute the useful ones.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections import Counter
+from collections.abc import Iterable
+
+MAX_WORD = 64  # libFuzzer's Word::GetMaxSize()
+DEFAULT_LIMIT = 1000
+_CONTAINERS = (set, frozenset, tuple, list)
+
+
+def _token(value: object) -> bytes | None:
+    if type(value) is str:
+        if "\n" in value or value.count(" ") > 2 or (value.startswith("__") and value.endswith("__")):
+            return None
+        if value.isspace():
+            return None
+        data = value.encode("utf-8", "surrogatepass")
+    elif type(value) is bytes:
+        data = value
+    else:
+        return None
+    return data if 2 <= len(data) <= MAX_WORD else None
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.tables: Counter[bytes] = Counter()
+        self.constants: Counter[bytes] = Counter()
+        self._codes: set[int] = set()
+
+    def table(self, values: Iterable[object]) -> None:
+        for v in values:
+            if (t := _token(v)) is not None:
+                self.tables[t] += 1
+
+    def value(self, value: object) -> None:
+        """A module- or class-level value: a table, a function, a method, a constant."""
+        if isinstance(value, dict):
+            self.table(list(value)[:10_000])
+        elif isinstance(value, _CONTAINERS):
+            self.table(list(value)[:10_000])
+        elif isinstance(value, (staticmethod, classmethod)):
+            self.value(value.__func__)
+        elif isinstance(value, property):
+            for f in (value.fget, value.fset, value.fdel):
+                self.value(f)
+        elif isinstance(value, types.FunctionType):
+            self.code(value.__code__)
+        elif (t := _token(value)) is not None:
+            self.constants[t] += 1
+
+    def code(self, code: types.CodeType) -> None:
+        if id(code) in self._codes:
+            return
+        self._codes.add(id(code))
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                self.code(c)
+            elif isinstance(c, (tuple, frozenset)):
+                self.table(c)
+            elif (t := _token(c)) is not None:
+                self.constants[t] += 1
+
+    def module(self, module: types.ModuleType) -> None:
+        name = module.__name__
+        for key, value in list(vars(module).items()):
+            if key.startswith("__"):  # __builtins__, __all__, __doc__: not the module's constants
+                continue
+            if isinstance(value, type):
+                if value.__module__ == name:
+                    self.cls(value, depth=0)
+            elif not isinstance(value, types.ModuleType):
+                self.value(value)
+
+    def cls(self, cls: type, depth: int) -> None:
+        for key, value in list(vars(cls).items()):
+            if key.startswith("__") and key.endswith("__") and not isinstance(value, types.FunctionType):
+                continue
+            if isinstance(value, type):
+                if depth < 2 and value.__module__ == cls.__module__:
+                    self.cls(value, depth + 1)
+            else:
+                self.value(value)
+
+
+def library_tokens(modules: Iterable[types.ModuleType], limit: int = DEFAULT_LIMIT) -> list[bytes]:
+    """The dictionary tokens of `modules` (see the module docstring), tables first, at most `limit`."""
+    found = _Collector()
+    for module in modules:
+        try:
+            found.module(module)
+        except Exception:  # noqa: BLE001 - a module whose namespace cannot be read gives nothing
+            continue
+    out: dict[bytes, None] = {}
+    for group in (found.tables, found.constants):
+        for token, _ in sorted(group.items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0])):
+            if len(out) >= limit:
+                return list(out)
+            out.setdefault(token)
+    return list(out)
+
+
+def dict_line(i: int, token: bytes) -> str:
+    """One libFuzzer/AFL dictionary line for `token` (printable ASCII as is, the rest escaped)."""
+    body = "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\x{b:02x}" for b in token)
+    return f'kw{i}="{body}"\n'
+
+
+def modules_of(harness: str, packages: Iterable[str]) -> list[types.ModuleType]:
+    """The loaded modules the dictionary is read from: the harness's module and every module of
+    `packages` (what `harness_imports` names), symfence's and Atheris's never."""
+    from symfence.worker.fuzz.inplace import in_packages, outside
+
+    wanted, ours = in_packages(list(packages)), outside()
+    return [m for name, m in list(sys.modules.items())
+            if isinstance(m, types.ModuleType) and ours(name) and (name == harness or wanted(name))]
+
+
+def write_dictionary(path: str, tokens: Iterable[bytes], first: str | None = None) -> int:
+    """Write a libFuzzer dictionary file: the lines of the dictionary file `first` (if any), then
+    `tokens`. Returns how many tokens were written."""
+    head = ""
+    if first:
+        with open(first, encoding="latin-1") as fh:
+            head = fh.read()
+        if head and not head.endswith("\n"):
+            head += "\n"
+    n = 0
+    with open(path, "w", encoding="latin-1") as fh:
+        fh.write(head)
+        for token in tokens:
+            fh.write(dict_line(n, token).replace("kw", "lib", 1))
+            n += 1
+    return n
