@@ -54,9 +54,10 @@ def main() -> None:
     harness = getattr(module, function_name)
     if dict_path := os.environ.get("SYMFENCE_LIBRARY_DICT"):  # what symfence's fuzz process adds
         from symfence.worker.concolic.harness_imports import harness_imports
+        from symfence.worker.fuzz.inplace import in_packages
         from symfence.worker.fuzz.libdict import library_tokens, modules_of, write_dictionary
 
-        tokens = library_tokens(modules_of(module_name, harness_imports(module_name)))
+        tokens = library_tokens(modules_of(module_name, in_packages(list(harness_imports(module_name)))))
         write_dictionary(dict_path, tokens)
         sys.argv.insert(1, f"-dict={dict_path}")
     seen: set[str] = set()

@@ -269,6 +269,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "max_len": (4096, _int(0)),
         "max_candidates": (1000, _int(1)),  # kept inputs returned per slice
         "dictionary": (True, _bool),  # feed the engine's comparison constants to libFuzzer
+        "library_dict": (True, _bool),  # the code under test's string constants as libFuzzer tokens
         "dict": ("", _str()),  # a libFuzzer/AFL dictionary file (-dict=FILE) for every target
         "rss_limit_mb": (2048, _int(0)),  # libFuzzer's -rss_limit_mb in the slices (0 = none)
         # executor "native": havoc slices through the afl-cc build's forkserver fill the slots the

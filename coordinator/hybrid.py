@@ -116,6 +116,8 @@ class HybridPlan:
             options = {k: fz[k] for k in ("slice_s", "exec_timeout_s", "max_len", "max_candidates")}
             if fz["rss_limit_mb"] != 2048:  # (work ids of campaigns without it as before)
                 options["rss_limit_mb"] = fz["rss_limit_mb"]
+            if not fz["library_dict"]:  # (the same)
+                options["library_dict"] = False
             options["cov_include"] = ",".join(cfg["coverage.include"])
         depth = cfg["dispatch.depth"]  # "auto": slices are long tasks, for which auto picks 2
         plan = cls(mode, list(cfg["campaign.targets"]), options, fz["share"],

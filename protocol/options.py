@@ -166,6 +166,7 @@ class FuzzOptions:
     max_len: int = 4096  # 0 = libFuzzer's gradual length control (restarts with every slice)
     max_candidates: int = 1000
     rss_limit_mb: int = 2048  # libFuzzer's -rss_limit_mb (0 = none)
+    library_dict: bool = True  # the constants of the code under test as libFuzzer -dict (worker/fuzz/libdict.py)
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> FuzzOptions:
@@ -175,6 +176,8 @@ class FuzzOptions:
                 continue
             v = options[name]
             low = 0 if name in ("max_len", "rss_limit_mb") else 1
+            if type(default) is bool and type(v) is not bool:
+                raise ValueError(f"option {name} must be true or false, not {v!r}")
             if type(default) is int and (type(v) is not int or v < low):
                 raise ValueError(f"option {name} must be a positive int, not {v!r}")
             if type(default) is float and (type(v) not in (int, float) or not v > 0):

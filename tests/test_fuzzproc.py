@@ -228,15 +228,16 @@ def test_a_module_of_the_library_imported_while_fuzzing_is_instrumented(tmp_path
     assert found and found[0].data[:6] == b"TAG\x7fv2", "libFuzzer did not reach the plugin's bug"
 
 
-def _crash_within_turns(tmp_path, target: str, seed: bytes, marker: str, turns: int = 6) -> list:
-    """Up to `turns` 5 s turns of one fuzz process on `target` from `seed`, until it reports a
-    crash whose detail names `marker`: those crashes (none: libFuzzer did not get there)."""
+def _crash_within_turns(tmp_path, target: str, seed: bytes, marker: str, turns: int = 6, **options) -> list:
+    """Up to `turns` 5 s turns of one fuzz process on `target` from `seed` (more task `options`),
+    until it reports a crash whose detail names `marker`: those crashes (none: libFuzzer did not
+    get there)."""
     ex = FuzzExecutor(workdir=str(tmp_path))
     try:
         found: list = []
         for _ in range(turns):
             ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((seed,), ())), target, 1,
-                          {"slice_s": 5.0, "exec_timeout_s": 0.5}))
+                          {"slice_s": 5.0, "exec_timeout_s": 0.5, **options}))
             deadline = time.monotonic() + 120
             while (outcome := ex.wait(0.05)) is None:
                 assert time.monotonic() < deadline, "the turn did not end"
@@ -264,3 +265,17 @@ def test_a_library_imported_before_the_harness_is_instrumented(tmp_path, monkeyp
     assert loaded.stdout.strip() == "True", "the premise: the library is loaded before any harness"
     found = _crash_within_turns(tmp_path, f"{harness}:TestOneInput", b"\x00" * 6, "PreloadedBug")
     assert found and found[0].data[:6] == b"PRELOD", "libFuzzer had no coverage of the preloaded library"
+
+
+def _with_libdict_targets(monkeypatch) -> None:
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libdict")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
+
+
+def test_a_word_of_the_librarys_table_reaches_libfuzzer(tmp_path, monkeypatch):
+    # kwlib looks its commands up in a dict: no comparison Atheris reports, and 15 exact bytes
+    # libFuzzer does not guess (without library_dict no crash in 6 turns, checked by hand). The
+    # fuzz process reads the table's words into its -dict (worker/fuzz/libdict.py).
+    _with_libdict_targets(monkeypatch)
+    found = _crash_within_turns(tmp_path, "fuzz_kwlib:TestOneInput", b"help", "KeywordBug")
+    assert found and found[0].data.startswith(b"xylophonic-mode"), "the table's word did not reach libFuzzer"

@@ -31,7 +31,8 @@ so the campaign can confirm it at once, and when the worker ends it (``end_turn`
 confirmation waits here).
 
 Options (``Task.options``): ``slice_s``, ``exec_timeout_s``, ``max_len``, ``max_candidates``,
-``rss_limit_mb``.
+``rss_limit_mb``, ``library_dict`` (the process adds the constants of the code under test to the
+dictionary: worker/fuzz/libdict.py).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from symfence.protocol.options import FuzzOptions
 from symfence.worker import childwire as wire
 from symfence.worker.childproc import ChildProcess
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
+from symfence.worker.fuzz.libdict import dict_line
 
 log = structlog.get_logger()
 _ENGINE = "symfence.worker.fuzz.live_child"
@@ -75,11 +77,6 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 # turn's SIGSTOP it would call any unit a time-out. "Off" is a day (-timeout=0 is not off: Atheris
 # reads it as a 0 s limit); native hangs are the watchdog's (_watchdog).
 _UNIT_TIMER_OFF_S = 86400
-
-
-def _dict_line(i: int, token: bytes) -> str:
-    body = "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\x{b:02x}" for b in token)
-    return f'kw{i}="{body}"\n'
 
 
 _FAULT_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$')
@@ -327,7 +324,7 @@ class FuzzExecutor:
         if new_tokens:
             with live.dictionary.open("a") as fh:
                 for i, token in enumerate(new_tokens, len(live.tokens)):
-                    fh.write(_dict_line(i, token))
+                    fh.write(dict_line(i, token))
             live.tokens.extend(new_tokens)
             live.token_set.update(new_tokens)
 
@@ -366,7 +363,7 @@ class FuzzExecutor:
         counter_path = live.folder / f"counter-{live.runs}"
         counter_path.write_bytes(bytes(8))
         options = {"libfuzzer_args": args, "found_dir": str(live.found), "counter_path": str(counter_path),
-                   "exec_timeout_s": opts.exec_timeout_s}
+                   "exec_timeout_s": opts.exec_timeout_s, "library_dict": opts.library_dict}
         self._unmap(live)
         with counter_path.open("r+b") as fh:
             live.counter_map = mmap.mmap(fh.fileno(), 8)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import types
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 MAX_WORD = 64  # libFuzzer's Word::GetMaxSize()
 DEFAULT_LIMIT = 1000
@@ -123,18 +123,18 @@ def library_tokens(modules: Iterable[types.ModuleType], limit: int = DEFAULT_LIM
     return list(out)
 
 
-def dict_line(i: int, token: bytes) -> str:
+def dict_line(i: int, token: bytes, prefix: str = "kw") -> str:
     """One libFuzzer/AFL dictionary line for `token` (printable ASCII as is, the rest escaped)."""
     body = "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\x{b:02x}" for b in token)
-    return f'kw{i}="{body}"\n'
+    return f'{prefix}{i}="{body}"\n'
 
 
-def modules_of(harness: str, packages: Iterable[str]) -> list[types.ModuleType]:
-    """The loaded modules the dictionary is read from: the harness's module and every module of
-    `packages` (what `harness_imports` names), symfence's and Atheris's never."""
-    from symfence.worker.fuzz.inplace import in_packages, outside
+def modules_of(harness: str, wanted: Callable[[str], bool]) -> list[types.ModuleType]:
+    """The loaded modules the dictionary is read from: the harness's module and every module
+    `wanted` accepts (the harness's packages), symfence's and Atheris's never."""
+    from symfence.worker.fuzz.inplace import outside
 
-    wanted, ours = in_packages(list(packages)), outside()
+    ours = outside()
     return [m for name, m in list(sys.modules.items())
             if isinstance(m, types.ModuleType) and ours(name) and (name == harness or wanted(name))]
 
@@ -152,6 +152,6 @@ def write_dictionary(path: str, tokens: Iterable[bytes], first: str | None = Non
     with open(path, "w", encoding="latin-1") as fh:
         fh.write(head)
         for token in tokens:
-            fh.write(dict_line(n, token).replace("kw", "lib", 1))
+            fh.write(dict_line(n, token, "lib"))
             n += 1
     return n

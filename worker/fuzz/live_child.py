@@ -45,7 +45,7 @@ from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
-from symfence.worker.fuzz import inplace
+from symfence.worker.fuzz import inplace, libdict
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
@@ -83,6 +83,18 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _with_library_dict(args: list[str], harness: str, wanted: Callable[[str], bool], path: str) -> list[str]:
+    """libFuzzer's arguments with `-dict` naming a file of the campaign's dictionary (the `-dict`
+    given, if any) followed by the library's constants; unchanged when it has none."""
+    tokens = libdict.library_tokens(libdict.modules_of(harness, wanted))
+    if not tokens:
+        return args
+    given = [a for a in args if a.startswith("-dict=")]
+    libdict.write_dictionary(path, tokens, first=given[-1][len("-dict="):] if given else None)
+    print(f"symfence: {len(tokens)} dictionary tokens from the code under test", file=sys.stderr, flush=True)
+    return [a for a in args if not a.startswith("-dict=")] + [f"-dict={path}"]
+
+
 def fuzz(request: RunTask, events: Events) -> Outcome:
     _die_with_parent()
     spec = request.task.options
@@ -90,6 +102,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)
     asked_all: list[bool] = []
     atheris.instrument_all = lambda: asked_all.append(True)  # the harness's call: done below
+    before = set(sys.modules)
     # Everything the target's import brings in is instrumented, symfence and Atheris excepted ...
     with atheris.instrument_imports(exclude=list(inplace.NEVER)):
         module = importlib.import_module(module_name)
@@ -102,6 +115,10 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         if failed:
             print(f"symfence: {failed} functions could not be instrumented ({patched} were)", file=sys.stderr)
     found = spec["found_dir"]
+    args = [sys.argv[0], *spec["libfuzzer_args"]]
+    if spec.get("library_dict", True):  # the constants of the code under test as -dict (libdict.py)
+        wanted = inplace.in_packages(under_test) if under_test else (lambda name: name not in before)
+        args = _with_library_dict(args, module_name, wanted, os.path.join(os.path.dirname(found), "library.dict"))
     exec_timeout = float(spec["exec_timeout_s"])
     signatures = os.path.join(found, "signatures.list")  # shared by the restarts of the process
     seen: set[str] = set(open(signatures).read().splitlines()) if os.path.exists(signatures) else set()
@@ -158,7 +175,6 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         else:
             setitimer(vtimer, 0)
 
-    args = [sys.argv[0], *spec["libfuzzer_args"]]
     atheris.Setup(args, one_input)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's

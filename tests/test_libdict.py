@@ -1,0 +1,117 @@
+"""The library's constants as dictionary tokens (worker/fuzz/libdict.py): what, in what order, the file."""
+
+from __future__ import annotations
+
+import types
+
+from symfence.coordinator.fuzzdict import read_tokens
+from symfence.worker.fuzz import libdict
+from symfence.worker.fuzz.libdict import MAX_WORD, library_tokens, write_dictionary
+
+SOURCE = '''
+KEYWORDS = frozenset({"SELECT", "WHERE"})
+OPERATORS = {"<=": 1, ">=": 2, "+": 3}
+__all__ = ["parse_all_of_it"]
+MAGIC = b"\\x89PNG"
+PROSE = "this is a message for people, not a keyword"
+
+def parse(text):
+    """A docstring is prose: left out."""
+    if text.startswith("--"):
+        return "comment"
+    def inner(word):
+        return word in ("ASC", "DESC")
+    if text == "__dunder__" or text == "x":
+        return inner(text)
+    return "two\\nlines"
+
+class Lexer:
+    TOKENS = ("BEGIN", "END")
+
+    @staticmethod
+    def kind(c):
+        return "digit" if c.isdigit() else "other"
+
+    @property
+    def name(self):
+        return "lexer-name"
+
+    class Nested:
+        MARK = ["<!--"]
+'''
+
+
+def _module(source: str = SOURCE, name: str = "libdict_sample") -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - the test's own source
+    for value in module.__dict__.values():
+        if isinstance(value, type):
+            value.__module__ = name
+            for inner in vars(value).values():
+                if isinstance(inner, type):
+                    inner.__module__ = name
+    return module
+
+
+def test_tables_come_first_then_the_code_constants():
+    tokens = library_tokens([_module()])
+    tables = {b"SELECT", b"WHERE", b"<=", b">=", b"ASC", b"DESC", b"BEGIN", b"END", b"<!--"}
+    constants = {b"--", b"comment", b"\x89PNG", b"digit", b"other", b"lexer-name"}
+    assert set(tokens[:len(tables)]) == tables
+    assert constants <= set(tokens[len(tables):])
+
+
+def test_prose_dunders_single_bytes_and_lines_are_left_out():
+    tokens = set(library_tokens([_module()]))
+    for absent in (b"+", b"x", b"__dunder__", b"two\nlines", b"parse_all_of_it",
+                   b"this is a message for people, not a keyword", b"A docstring is prose: left out."):
+        assert absent not in tokens
+
+
+def test_long_constants_are_left_out_and_the_limit_holds():
+    long = "k" * (MAX_WORD + 1)
+    module = _module(f"T = {{'{long}', 'ok'}}\n" + "\n".join(f"C{i} = 'word{i:04d}'" for i in range(50)))
+    tokens = library_tokens([module], limit=10)
+    assert len(tokens) == 10 and tokens[0] == b"ok" and long.encode() not in tokens
+
+
+def test_the_more_functions_use_a_constant_the_earlier_it_comes():
+    module = _module("def a(s):\n    return s == 'rare'\n"
+                     + "".join(f"def f{i}(s):\n    return s == 'common'\n" for i in range(3)))
+    assert library_tokens([module])[:2] == [b"common", b"rare"]
+
+
+def test_the_file_keeps_the_given_dictionary_and_reads_back(tmp_path):
+    given = tmp_path / "given.dict"
+    given.write_text('kw0="engine"')  # no final newline
+    path = tmp_path / "library.dict"
+    tokens = [b"SELECT", b'quote"and\\back', b"\x00\xff"]
+    assert write_dictionary(str(path), tokens, first=str(given)) == 3
+    assert read_tokens(path) == [b"engine", *tokens]
+
+
+def test_the_fuzz_process_points_libfuzzer_at_one_merged_dictionary(tmp_path, monkeypatch):
+    from symfence.worker.fuzz import live_child
+
+    module = _module(name="libdict_target")
+    monkeypatch.setitem(__import__("sys").modules, "libdict_target", module)
+    given = tmp_path / "given.dict"
+    given.write_text('kw0="engine"\n')
+    path = tmp_path / "library.dict"
+    args = live_child._with_library_dict(["prog", "corpus", f"-dict={given}", "-timeout=1"], "libdict_target",
+                                         lambda name: False, str(path))
+    assert args == ["prog", "corpus", "-timeout=1", f"-dict={path}"]
+    assert read_tokens(path)[:2] == [b"engine", b"<="] and b"SELECT" in read_tokens(path)
+    nothing = live_child._with_library_dict(["prog"], "no_such_module", lambda name: False, str(path))
+    assert nothing == ["prog"]
+
+
+def test_modules_of_takes_the_harness_and_the_wanted_modules_never_symfence(monkeypatch):
+    import sys
+
+    for name in ("pkg_under_test", "pkg_under_test.sub", "other_pkg", "harness_mod"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    names = {m.__name__ for m in libdict.modules_of("harness_mod", lambda n: n.split(".")[0] in
+                                                    ("pkg_under_test", "symfence"))}
+    assert {"pkg_under_test", "pkg_under_test.sub", "harness_mod"} <= names
+    assert "other_pkg" not in names and not any(n.startswith("symfence") for n in names)
