@@ -45,10 +45,10 @@ def _module(source: str = SOURCE, name: str = "libdict_sample") -> types.ModuleT
     module = types.ModuleType(name)
     exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - the test's own source
     for value in module.__dict__.values():
-        if isinstance(value, type):
+        if type(value) is type:  # (not isinstance: a value's __class__ may raise)
             value.__module__ = name
             for inner in vars(value).values():
-                if isinstance(inner, type):
+                if type(inner) is type:
                     inner.__module__ = name
     return module
 
@@ -115,3 +115,19 @@ def test_modules_of_takes_the_harness_and_the_wanted_modules_never_symfence(monk
                                                     ("pkg_under_test", "symfence"))}
     assert {"pkg_under_test", "pkg_under_test.sub", "harness_mod"} <= names
     assert "other_pkg" not in names and not any(n.startswith("symfence") for n in names)
+
+
+def test_a_value_that_cannot_be_looked_at_costs_only_itself(tmp_path):
+    module = _module("class Proxy:\n    @property\n    def __class__(self):\n"
+                     "        raise RuntimeError('no context')\n"
+                     "LAZY = Proxy()\nWORDS = ('alpha', 'beta')\n")
+    assert library_tokens([module]) == [b"beta", b"alpha"]
+
+
+def test_an_unreadable_campaign_dictionary_leaves_the_arguments_as_they_were(tmp_path, monkeypatch):
+    from symfence.worker.fuzz import live_child
+
+    monkeypatch.setitem(__import__("sys").modules, "libdict_target", _module(name="libdict_target"))
+    args = ["prog", f"-dict={tmp_path / 'missing.dict'}"]
+    kept = live_child._with_library_dict(args, "libdict_target", lambda n: False, str(tmp_path / "l.dict"))
+    assert kept == args

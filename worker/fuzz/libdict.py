@@ -89,11 +89,14 @@ class _Collector:
         for key, value in list(vars(module).items()):
             if key.startswith("__"):  # __builtins__, __all__, __doc__: not the module's constants
                 continue
-            if isinstance(value, type):
-                if value.__module__ == name:
-                    self.cls(value, depth=0)
-            elif not isinstance(value, types.ModuleType):
-                self.value(value)
+            try:
+                if isinstance(value, type):
+                    if value.__module__ == name:
+                        self.cls(value, depth=0)
+                elif not isinstance(value, types.ModuleType):
+                    self.value(value)
+            except Exception:  # noqa: BLE001 - a value that cannot be looked at (a lazy proxy) gives nothing
+                continue
 
     def cls(self, cls: type, depth: int) -> None:
         for key, value in list(vars(cls).items()):

@@ -85,12 +85,18 @@ def _die_with_parent() -> None:
 
 def _with_library_dict(args: list[str], harness: str, wanted: Callable[[str], bool], path: str) -> list[str]:
     """libFuzzer's arguments with `-dict` naming a file of the campaign's dictionary (the `-dict`
-    given, if any) followed by the library's constants; unchanged when it has none."""
-    tokens = libdict.library_tokens(libdict.modules_of(harness, wanted))
-    if not tokens:
-        return args
+    given, if any) followed by the library's constants; unchanged when it has none, or when
+    they cannot be read or written (one stderr line: the process fuzzes without them)."""
     given = [a for a in args if a.startswith("-dict=")]
-    libdict.write_dictionary(path, tokens, first=given[-1][len("-dict="):] if given else None)
+    try:
+        tokens = libdict.library_tokens(libdict.modules_of(harness, wanted))
+        if not tokens:
+            return args
+        libdict.write_dictionary(path, tokens, first=given[-1][len("-dict="):] if given else None)
+    except Exception as exc:  # noqa: BLE001 - a missing dictionary must not stop the fuzz stage
+        print(f"symfence: no dictionary from the code under test: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+        return args
     print(f"symfence: {len(tokens)} dictionary tokens from the code under test", file=sys.stderr, flush=True)
     return [a for a in args if not a.startswith("-dict=")] + [f"-dict={path}"]
 
