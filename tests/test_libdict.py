@@ -131,3 +131,16 @@ def test_an_unreadable_campaign_dictionary_leaves_the_arguments_as_they_were(tmp
     args = ["prog", f"-dict={tmp_path / 'missing.dict'}"]
     kept = live_child._with_library_dict(args, "libdict_target", lambda n: False, str(tmp_path / "l.dict"))
     assert kept == args
+
+
+def test_the_literal_runs_of_compiled_patterns_are_table_words():
+    module = _module("import re\n"
+                     "KEYWORD = re.compile(r'\\b(select|where)\\b', re.I)\n"
+                     "RULES = [(re.compile(r'<!--.*?-->'), 'comment'),\n"
+                     "         (re.compile(rb'\\x89PNG\\r\\n'), 'png')]\n"
+                     "class Lexer:\n    NUMBER = re.compile(r'0x[0-9a-f]+(?:ul)?')\n"
+                     "def f(s):\n    return s == 'zzconst'\n")
+    tokens = library_tokens([module])
+    for word in (b"select", b"where", b"<!--", b"-->", b"\x89PNG\r\n", b"0x", b"ul", b"comment", b"png"):
+        assert word in tokens
+    assert tokens[-1] == b"zzconst"  # the code's constants after every table word

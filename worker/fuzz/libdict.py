@@ -10,6 +10,9 @@ modules under test, read from the loaded code, as AFL++'s autodictionary does fo
 - **tables** first: the strings of module- and class-level sets, frozensets, tuples, lists and
   dict keys (a parser's keyword and operator tables), and tuple/frozenset constants in code
   (what `x in ("a", "b")` compiles to);
+- with them, the literal runs of the modules' compiled regular expressions (module- and
+  class-level, also inside such a table: a lexer's rules): `r"\b(select|where)\b"` gives
+  `select` and `where`, `r"<!--.*?-->"` gives `<!--` and `-->`;
 - then every other short string or bytes constant of the modules' functions and methods (their
   nested functions included), the ones more functions use first.
 
@@ -21,6 +24,7 @@ would dilute the useful ones.
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 from collections import Counter
@@ -29,6 +33,9 @@ from collections.abc import Callable, Iterable
 MAX_WORD = 64  # libFuzzer's Word::GetMaxSize()
 DEFAULT_LIMIT = 1000
 _CONTAINERS = (set, frozenset, tuple, list)
+_PARSER = getattr(re, "_parser", None) or __import__("sre_parse")  # the pure-Python parser of `re`
+_OPS = getattr(re, "_constants", None) or __import__("sre_constants")
+_REPEATS = tuple(getattr(_OPS, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_OPS, n))
 
 
 def _token(value: object) -> bytes | None:
@@ -51,9 +58,26 @@ class _Collector:
         self.constants: Counter[bytes] = Counter()
         self._codes: set[int] = set()
 
-    def table(self, values: Iterable[object]) -> None:
+    def table(self, values: Iterable[object], depth: int = 0) -> None:
         for v in values:
             if (t := _token(v)) is not None:
+                self.tables[t] += 1
+            elif type(v) is re.Pattern:
+                self.pattern(v)
+            elif depth == 0 and type(v) is tuple:  # a rule: (pattern, action), (keyword, kind)
+                self.table(v, 1)
+
+    def pattern(self, pattern: re.Pattern) -> None:
+        """The literal runs of a compiled regular expression (its alternatives, groups and
+        repeated parts too), as table words."""
+        try:
+            parsed = _PARSER.parse(pattern.pattern, pattern.flags & ~re.DEBUG)
+        except Exception:  # noqa: BLE001 - a pattern the parser of this Python does not take
+            return
+        wide = isinstance(pattern.pattern, bytes)
+        for run in _literal_runs(parsed):
+            t = _token(bytes(run) if wide else "".join(map(chr, run)))
+            if t is not None:
                 self.tables[t] += 1
 
     def value(self, value: object) -> None:
@@ -62,6 +86,8 @@ class _Collector:
             self.table(list(value)[:10_000])
         elif isinstance(value, _CONTAINERS):
             self.table(list(value)[:10_000])
+        elif type(value) is re.Pattern:
+            self.pattern(value)
         elif isinstance(value, (staticmethod, classmethod)):
             self.value(value.__func__)
         elif isinstance(value, property):
@@ -107,6 +133,33 @@ class _Collector:
                     self.cls(value, depth + 1)
             else:
                 self.value(value)
+
+
+def _literal_runs(parsed: object, depth: int = 0) -> list[list[int]]:
+    """Runs of consecutive literal characters of a parsed pattern (`re._parser`'s items)."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    if depth > 20:
+        return runs
+    for op, arg in parsed:  # type: ignore[attr-defined]
+        if op is _OPS.LITERAL:
+            run.append(arg)
+            continue
+        if run:
+            runs.append(run)
+            run = []
+        if op is _OPS.BRANCH:
+            for branch in arg[1]:
+                runs += _literal_runs(branch, depth + 1)
+        elif op is _OPS.SUBPATTERN:
+            runs += _literal_runs(arg[-1], depth + 1)
+        elif op in _REPEATS:
+            runs += _literal_runs(arg[2], depth + 1)
+        elif op in (_OPS.ASSERT, _OPS.ASSERT_NOT):
+            runs += _literal_runs(arg[1], depth + 1)
+    if run:
+        runs.append(run)
+    return runs
 
 
 def library_tokens(modules: Iterable[types.ModuleType], limit: int = DEFAULT_LIMIT) -> list[bytes]:
