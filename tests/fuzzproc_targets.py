@@ -1,16 +1,17 @@
-"""Targets for the long-lived fuzz process's tests (tests/test_fuzzproc*.py)."""
+"""Targets for the long-lived fuzz process's tests (tests/test_fuzzproc*.py).
+
+Only the checksums of the planted inputs are here (tests/fuzzproc_inputs.py holds the inputs):
+the fuzz process reads this module's constants into libFuzzer's dictionary (worker/fuzz/libdict.py).
+"""
 
 from __future__ import annotations
 
 import os
 import zlib
 
-ENGINE_FIND = b"ENGINE-FIND-7f3a9c"  # an input libFuzzer will not make up in a few seconds
-CRASHER = b"\xde\xad\xbe\xef"
-PY_CRASHER = b"PY-CRASH-41c2"  # a Python exception, by checksum too
-_PY_CRC = zlib.crc32(PY_CRASHER)
-_FIND_CRC = zlib.crc32(ENGINE_FIND)
-_CRASH_CRC = (zlib.crc32(CRASHER + b"1"), zlib.crc32(CRASHER + b"2"))  # out of libFuzzer's reach
+_FIND_CRC = 0xD118360A  # crc32 of fuzzproc_inputs.ENGINE_FIND (test_fuzzproc checks all three)
+_PY_CRC = 0x32BADDB5  # ... of PY_CRASHER
+_CRASH_CRC = (0x081ECBFE, 0x91179A44)  # ... of CRASHER + b"1" and CRASHER + b"2"
 
 
 def marker(data: bytes) -> None:

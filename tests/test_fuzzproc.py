@@ -5,9 +5,11 @@ the coordinator sends while it runs is executed by that same process."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
+import zlib
 
 import pytest
 
@@ -15,7 +17,8 @@ from symfence.protocol.fuzzslice import SliceSpec, pack_spec
 from symfence.worker.executors import fuzz as fuzz_executor
 from symfence.worker.executors.base import ExitKind, Task
 from symfence.worker.executors.fuzz import FuzzExecutor
-from tests.fuzzproc_targets import CRASHER, ENGINE_FIND, PY_CRASHER
+from tests import fuzzproc_targets
+from tests.fuzzproc_inputs import CRASHER, ENGINE_FIND, PY_CRASHER
 
 TARGET = "tests.fuzzproc_targets:marker"
 
@@ -27,6 +30,13 @@ def _turn(ex: FuzzExecutor, entries=(), *, slice_s: float = 2.0, tokens=(), limi
     while (outcome := ex.wait(0.05)) is None:
         assert time.monotonic() < deadline, "the turn did not end"
     return outcome
+
+
+def test_the_target_holds_the_checksums_of_the_planted_inputs():
+    # (not the inputs: the fuzz process would hand them to libFuzzer in its dictionary)
+    assert fuzzproc_targets._FIND_CRC == zlib.crc32(ENGINE_FIND)
+    assert fuzzproc_targets._PY_CRC == zlib.crc32(PY_CRASHER)
+    assert fuzzproc_targets._CRASH_CRC == (zlib.crc32(CRASHER + b"1"), zlib.crc32(CRASHER + b"2"))
 
 
 def _pid(ex: FuzzExecutor) -> int:
@@ -89,7 +99,9 @@ def test_new_dictionary_tokens_restart_the_process_with_them(tmp_path, monkeypat
         more = _turn(ex, tokens=[b"KW8"])
         assert more.stats["fuzz_runs"] == 1 and more.execs > 0
         (live,) = ex._lives.values()
-        assert "Dictionary: 9 entries" in live.log.read_text()  # libFuzzer read them all
+        log = live.log.read_text()
+        ours = re.findall(r"symfence: (\d+) dictionary tokens from the code under test", log)  # libdict.py
+        assert f"Dictionary: {9 + int(ours[-1] if ours else 0)} entries" in log  # libFuzzer read them all
         assert _turn(ex).stats["fuzz_runs"] == 0
     finally:
         ex.close()

@@ -42,9 +42,18 @@ def replay(binary: Path, data: bytes) -> int:
         return 999  # still running: a hang
 
 
-def found(out: Path, crashes: int, hangs: int) -> Callable[[], bool]:
-    return lambda: (len(list((out / "crashes").iterdir())) >= crashes
-                    and len(list((out / "hangs").iterdir())) >= hangs)
+def _key(path: str) -> str:
+    """The `target:` part of a finding's file name for the native target at `path`."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", path)[:40]
+
+
+def found(out: Path, crashes: list[str], hangs: list[str]) -> Callable[[], bool]:
+    """Whether a crash of each target in `crashes` and a hang of each in `hangs` are saved (by
+    target: two crash identities of one target are not one of each)."""
+    def each(folder: str, targets: list[str]) -> bool:
+        saved = {p.name.split("target:")[-1] for p in (out / folder).iterdir()} if (out / folder).is_dir() else set()
+        return all(_key(t) in saved for t in targets)
+    return lambda: each("crashes", crashes) and each("hangs", hangs)
 
 
 def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
@@ -56,12 +65,13 @@ def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     # them: tests/test_native_slices.py and `python -m bench.bench_busy --finds N`).
     cfg["fuzz"] = {"native_slices": False}
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
-                       on_start=stop_when(found(tmp_path / "out", 2, 1), cfg["campaign"]["duration_s"]))
+                       on_start=stop_when(found(tmp_path / "out", [record, tlv], [record]),
+                                          cfg["campaign"]["duration_s"]))
     assert run.code == 0, run.explain()
     assert "VIOLATED" not in run.stdout
     crashes = {p.name.split("target:")[1]: p for p in (run.out / "crashes").iterdir()}
     hangs = {p.name.split("target:")[1]: p for p in (run.out / "hangs").iterdir()}
-    key = lambda path: re.sub(r"[^A-Za-z0-9_.-]", "_", path)[:40]
+    key = _key
     # each saved finding reproduces on the plain build: SIGSEGV, SIGABRT, and a hang
     assert replay(Path(record), crashes[key(record)].read_bytes()) == -11      # RecordChecksumBug
     assert replay(Path(tlv), crashes[key(tlv)].read_bytes()) == -6             # TlvDepthBug
@@ -79,7 +89,7 @@ def test_symcc_engine_through_the_contract_command_under_mpiexec(tmp_path):
                      symcc_command="{python} -m symfence.worker.native.symcc_tritondse {target}",
                      input="stdin", engine_timeout_s=120.0)  # each run starts Python and TritonDSE
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
-                       on_start=stop_when(found(tmp_path / "out", 1, 1), cfg["campaign"]["duration_s"]))
+                       on_start=stop_when(found(tmp_path / "out", [record], [record]), cfg["campaign"]["duration_s"]))
     assert run.code == 0, run.explain()
     crashes = list((run.out / "crashes").iterdir())
     assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
