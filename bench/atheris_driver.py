@@ -11,7 +11,8 @@ under CRASH_DIR/hangs. The caller (bench.bench_parsers) restarts the driver if l
 stops early (e.g. out of memory) until the budget is used. ``SYMFENCE_ATHERIS_HOOKS`` (comma
 separated, e.g. ``RegEx,str``) turns on those Atheris hooks (``atheris.enabled_hooks``) before the
 import; ``SYMFENCE_LIBRARY_DICT=FILE`` writes the library's constants to FILE and passes it as
-``-dict`` (what symfence's fuzz process adds): ``bench_harnesses --variants`` measures what each pays.
+``-dict`` (what symfence's fuzz process adds; ``SYMFENCE_LIBRARY_DICT_LIMIT``: at most that
+many): ``bench_harnesses --variants`` measures what each pays.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def main() -> None:
         from symfence.worker.fuzz.inplace import in_packages
         from symfence.worker.fuzz.libdict import library_tokens, modules_of, write_dictionary
 
-        tokens = library_tokens(modules_of(module_name, in_packages(list(harness_imports(module_name)))))
+        limit = int(os.environ.get("SYMFENCE_LIBRARY_DICT_LIMIT") or 1000)
+        under_test = in_packages(list(harness_imports(module_name)))
+        tokens = library_tokens(modules_of(module_name, under_test), limit)
         write_dictionary(dict_path, tokens)
         sys.argv.insert(1, f"-dict={dict_path}")
     seen: set[str] = set()

@@ -155,6 +155,7 @@ VARIANTS: dict[str, tuple[list[str], str]] = {  # name -> (libFuzzer flags, Athe
     "value_profile": (["-use_value_profile=1"], ""),
     "hooks": ([], "RegEx,str"),
     "library_dict": ([], ""),  # the library's constants as -dict (worker/fuzz/libdict.py)
+    "library_dict_250": ([], ""),  # ... at most 250 of them instead of 1,000
 }
 
 
@@ -175,7 +176,9 @@ def variants(names: list[str], budget_s: float, chosen: list[str]) -> None:
                 (folder / "corpus").mkdir(parents=True)
                 (folder / "crashes").mkdir()
                 env = {**os.environ, "SYMFENCE_ATHERIS_HOOKS": hooks,
-                       "SYMFENCE_LIBRARY_DICT": str(folder / "library.dict") if variant == "library_dict" else "",
+                       "SYMFENCE_LIBRARY_DICT": str(folder / "library.dict") if variant.startswith("library_dict")
+                       else "",
+                       "SYMFENCE_LIBRARY_DICT_LIMIT": variant.rpartition("_")[2] if variant[-1].isdigit() else "",
                        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT_DIR), os.environ.get("PYTHONPATH")) if p)}
                 cmd = [sys.executable, "-m", "bench.atheris_driver", spec, str(folder / "crashes"),
                        f"-max_total_time={budget_s:g}", "-print_final_stats=1", "-timeout=30",
