@@ -121,6 +121,8 @@ def run_job(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
         stdout, stderr = proc.communicate()
         raise AssertionError(f"job hung (> {timeout_s} s)\n"
                              f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-3000:]}") from None
+    if (error := getattr(proc, "watch_error", None)) is not None:
+        raise AssertionError(f"the stop condition raised {type(error).__name__}: {error}") from error
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
@@ -136,7 +138,8 @@ def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[
 
     So a campaign waits for the event it is there for (a finding, a count, a state), however
     loaded the machine, and no longer. ``done`` may read files being written: an OSError or
-    ValueError it raises counts as "not yet"."""
+    ValueError it raises counts as "not yet"; any other exception stops the job at once and
+    fails the test (``run_job``), instead of leaving the campaign to run to its cap."""
 
     def watch(proc: subprocess.Popen) -> None:
         deadline = None if cap_s is None else time.monotonic() + cap_s
@@ -146,6 +149,9 @@ def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[
                     break
             except (OSError, ValueError):
                 pass
+            except Exception as exc:  # noqa: BLE001 - a broken stop condition: the test's bug
+                proc.watch_error = exc  # type: ignore[attr-defined]  # run_job raises it
+                break
             time.sleep(0.2)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)

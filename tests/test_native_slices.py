@@ -372,7 +372,8 @@ def test_slices_reaching_the_parser_first_do_not_starve_the_engines_deep_search(
            "native": {"options": {"oracle": "forkserver", "engine_timeout_s": 20.0}},
            "triage": {"minimize": False}, "stats": {"interval_s": 0.5}}
     out = tmp_path / "out"
-    run = run_campaign(tmp_path, cfg, ranks=2, timeout_s=150, on_start=stop_when(found(out, 1, 0), 45))
+    run = run_campaign(tmp_path, cfg, ranks=2, timeout_s=150,
+                       on_start=stop_when(found(out, [str(tlv)], []), 45))
     assert run.code == 0, run.explain()
     crashes = list((out / "crashes").iterdir()) if (out / "crashes").is_dir() else []
     stats = dict(line.split(" : ", 1) for line in (out / "fuzzer_stats").read_text().splitlines())
