@@ -12,6 +12,7 @@ import time
 import zlib
 
 import pytest
+import structlog.testing
 
 from symfence.protocol.fuzzslice import SliceSpec, pack_spec
 from symfence.worker.executors import fuzz as fuzz_executor
@@ -289,5 +290,8 @@ def test_a_word_of_the_librarys_table_reaches_libfuzzer(tmp_path, monkeypatch):
     # libFuzzer does not guess (without library_dict no crash in 6 turns, checked by hand). The
     # fuzz process reads the table's words into its -dict (worker/fuzz/libdict.py).
     _with_libdict_targets(monkeypatch)
-    found = _crash_within_turns(tmp_path, "fuzz_kwlib:TestOneInput", b"help", "KeywordBug")
+    with structlog.testing.capture_logs() as logs:
+        found = _crash_within_turns(tmp_path, "fuzz_kwlib:TestOneInput", b"help", "KeywordBug")
     assert found and found[0].data.startswith(b"xylophonic-mode"), "the table's word did not reach libFuzzer"
+    started = [e for e in logs if e["event"] == "fuzz.library_dict"]
+    assert started and started[0]["tokens"] >= 3 and started[0]["run"] == 1  # the table's three words

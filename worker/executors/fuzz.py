@@ -79,6 +79,8 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _UNIT_TIMER_OFF_S = 86400
 
 
+_LIBRARY_DICT = re.compile(rb"symfence: (\d+) dictionary tokens from the code under test")  # live_child.py
+_LOG_HEAD = 8 << 20  # the start of a run's log read for it (its instrumentation lines come first)
 _FAULT_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$')
 # symfence's slice child (worker/fuzz/), whose frames are not the target's: judged by where the
 # package is (both spellings: the checkout's symlink and the real folder), not by path substrings.
@@ -448,6 +450,19 @@ class FuzzExecutor:
             live.hang_signalled = True
             self._signal(live, signal.SIGSEGV)  # libFuzzer's handler writes the running input
 
+    @staticmethod
+    def _announce_dictionary(target: str, live: _Live) -> None:
+        """One `fuzz.library_dict` event per process start: how many tokens the process read
+        from the code under test (worker/fuzz/libdict.py; its stderr line) beside the campaign's."""
+        try:
+            with live.log.open("rb") as fh:
+                fh.seek(live.log_offset)
+                found = _LIBRARY_DICT.search(fh.read(_LOG_HEAD))
+        except OSError:
+            return
+        log.info("fuzz.library_dict", target=target, run=live.runs, tokens=int(found.group(1)) if found else 0,
+                 campaign_tokens=live.launch_tokens)
+
     def _drain(self, turn: _Turn) -> None:
         """Take in what the child streamed: its first execution, or why it failed."""
         live = turn.live
@@ -460,6 +475,7 @@ class FuzzExecutor:
                     live.entered_at = message.since
                     live.startup_s = max(0.0, message.since - live.launched_at)
                     turn.startup_s += live.startup_s
+                    self._announce_dictionary(turn.task.target, live)
                 elif isinstance(message, wire.Done):  # the harness failed before fuzzing
                     with live.log.open("a") as log:
                         log.write(message.outcome.error)
