@@ -388,6 +388,9 @@ class _Search:
                     # shorter one is what the search at a lower bound already asked for)
                     longer = len(task.data) + 1 if i < task.bound and i not in rec.ends else 0
                     child, result = self._solve(prefix, i, run.variables, task.data, key, longer)
+                    if result == z3.unknown and cut.requested():  # the cut, not the solver, said
+                        self._cut_at(i)  # unknown: this branch was not tried, it is handed back too
+                        return
                     if child is not None and child not in produced:
                         produced.add(child)
                         grows = i in rec.ends
