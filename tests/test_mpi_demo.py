@@ -16,7 +16,10 @@ pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 # zipfile's ValueError / UnicodeDecodeError on a damaged central directory.
 REAL_BUGS = {
     "examples.parsers.wave_header:target": {"RuntimeError"},
-    "examples.parsers.zip_archive:target": {"ValueError", "UnicodeDecodeError"},
+    # EOFError (a stored member cut short: zipfile._read2) and IndexError (an empty member name:
+    # ZipInfo.is_dir), found since the fuzz process reads zipfile's constants and instruments it in
+    # place; neither is among the harness's documented errors
+    "examples.parsers.zip_archive:target": {"ValueError", "UnicodeDecodeError", "EOFError", "IndexError"},
 }
 
 
