@@ -29,20 +29,19 @@ import sys
 import types
 from collections import Counter
 from collections.abc import Callable, Iterable
+from re import _constants as _OPS  # the pure-Python parser of `re` and its opcodes (Python >= 3.11)
+from re import _parser as _PARSER
 
 MAX_WORD = 64  # libFuzzer's Word::GetMaxSize()
 DEFAULT_LIMIT = 1000
-_CONTAINERS = (set, frozenset, tuple, list)
-_PARSER = getattr(re, "_parser", None) or __import__("sre_parse")  # the pure-Python parser of `re`
-_OPS = getattr(re, "_constants", None) or __import__("sre_constants")
-_REPEATS = tuple(getattr(_OPS, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_OPS, n))
+_TABLES = (dict, set, frozenset, tuple, list)  # a dict's words are its keys
+_REPEATS = (_OPS.MAX_REPEAT, _OPS.MIN_REPEAT, _OPS.POSSESSIVE_REPEAT)
 
 
 def _token(value: object) -> bytes | None:
     if type(value) is str:
-        if "\n" in value or value.count(" ") > 2 or (value.startswith("__") and value.endswith("__")):
-            return None
-        if value.isspace():
+        if ("\n" in value or value.count(" ") > 2 or value.isspace()
+                or (value.startswith("__") and value.endswith("__"))):
             return None
         data = value.encode("utf-8", "surrogatepass")
     elif type(value) is bytes:
@@ -82,9 +81,7 @@ class _Collector:
 
     def value(self, value: object) -> None:
         """A module- or class-level value: a table, a function, a method, a constant."""
-        if isinstance(value, dict):
-            self.table(list(value)[:10_000])
-        elif isinstance(value, _CONTAINERS):
+        if isinstance(value, _TABLES):
             self.table(list(value)[:10_000])
         elif type(value) is re.Pattern:
             self.pattern(value)
@@ -195,7 +192,7 @@ def modules_of(harness: str, wanted: Callable[[str], bool]) -> list[types.Module
             if isinstance(m, types.ModuleType) and ours(name) and (name == harness or wanted(name))]
 
 
-def write_dictionary(path: str, tokens: Iterable[bytes], first: str | None = None) -> int:
+def write_dictionary(path: str, tokens: list[bytes], first: str | None = None) -> int:
     """Write a libFuzzer dictionary file: the lines of the dictionary file `first` (if any), then
     `tokens`. Returns how many tokens were written."""
     head = ""
@@ -204,10 +201,7 @@ def write_dictionary(path: str, tokens: Iterable[bytes], first: str | None = Non
             head = fh.read()
         if head and not head.endswith("\n"):
             head += "\n"
-    n = 0
     with open(path, "w", encoding="latin-1") as fh:
         fh.write(head)
-        for token in tokens:
-            fh.write(dict_line(n, token, "lib"))
-            n += 1
-    return n
+        fh.writelines(dict_line(n, token, "lib") for n, token in enumerate(tokens))
+    return len(tokens)
