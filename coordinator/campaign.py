@@ -272,6 +272,8 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
         self.pump.start()
         self.writer = JournalWriter(self.journal, self.out, loop.call_soon_threadsafe, self._durable,
                                     self._write_failed)
+        writer = self.writer
+        self.hotpath.files_cpu = lambda: writer.files_cpu_s
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop, f"signal {signal.Signals(sig).name}")
         if interrupt.requested():  # arrived during start-up, before these handlers existed

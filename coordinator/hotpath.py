@@ -28,7 +28,7 @@ import resource
 import threading
 import time
 from enum import Enum
-from typing import Any
+from typing import Any, Callable
 
 IMPORTED_AT = time.time()
 clock_ns = time.thread_time_ns  # what the phases are measured in (see above)
@@ -127,7 +127,7 @@ class HotPath:
 
     __slots__ = ("decode_ns", "commit_ns", "dispatch_ns", "ticker_ns", "flush_ns", "latency", "started",
                  "marks", "first_dispatch", "stop_requested", "_threads", "_cpu0", "_cpu", "_loop_cpu0",
-                 "_proc_cpu0", "_committed0", "_committed_at_stop", "fills")
+                 "_proc_cpu0", "_committed0", "_committed_at_stop", "fills", "files_cpu", "_files0")
 
     def __init__(self) -> None:
         self.decode_ns = self.commit_ns = self.dispatch_ns = self.ticker_ns = self.flush_ns = 0
@@ -143,6 +143,10 @@ class HotPath:
         self._loop_cpu0 = self._proc_cpu0 = 0.0
         self._committed0 = 0
         self._committed_at_stop = -1
+        # The writer thread's CPU in its backlog of queue/ files (writer.py), read from the writer:
+        # part of the writer's phase, and reported apart, since it is the seeds' (start-up) work.
+        self.files_cpu: Callable[[], float] | None = None
+        self._files0 = 0.0
 
     def mark(self, phase: str) -> None:
         """A start-up phase ended now (`startup_<phase>_s` in fuzzer_stats)."""
@@ -162,6 +166,7 @@ class HotPath:
         self._cpu = dict(self._cpu0)
         self._loop_cpu0 = time.thread_time()
         self._proc_cpu0 = self._process_cpu()
+        self._files0 = self.files_cpu() if self.files_cpu is not None else 0.0
         self._committed0 = committed
 
     def stopping(self, committed: int) -> None:
@@ -199,6 +204,7 @@ class HotPath:
                     Phase.DISPATCH: SAMPLE * self.dispatch_ns / 1e9, Phase.TICKER: self.ticker_ns / 1e9,
                     Phase.FLUSH: self.flush_ns / 1e9}
         per = {**threads, **phases_s, Phase.OTHER: max(loop_cpu - sum(phases_s.values()), 0.0)}
+        files_s = self.files_cpu() - self._files0 if started and self.files_cpu is not None else 0.0
         rows: dict[str, Any] = {
             "coord_process_cpu_s": round(proc_cpu, 4),
             "coord_loop_cpu_s": round(loop_cpu, 4),
@@ -206,6 +212,8 @@ class HotPath:
             **{f"coord_{p.value}_s": round(s, 4) for p, s in phases_s.items()},
             "coord_cpu_us_per_result": round(1e6 * proc_cpu / n, 2) if n else 0.0,
             **{f"coord_{p.value}_us_per_result": round(1e6 * s / n, 2) if n else 0.0 for p, s in per.items()},
+            "coord_queue_files_cpu_s": round(files_s, 4),  # of the writer's: the queue/ files' backlog
+            "coord_queue_files_us_per_result": round(1e6 * files_s / n, 2) if n else 0.0,
             "window_results_per_sec": round(self.window_rate(committed), 2),
             "commit_latency_count": self.latency.n,
             "commit_latency_p50_ms": round(1e3 * self.latency.quantile(0.50), 3),

@@ -335,9 +335,12 @@ class _Endpoint:
         self.frames: list[tuple[int, bytes]] = []
         self.results: list[Result] = []
         self.options = {"task_ms": 0.0}
+        self.in_transit: list[tuple[int, int, bytes]] = []
 
     def poll(self, source: int = 0, limit: int = 64) -> list[tuple[int, int, bytes]]:
         out, self.inbox = self.inbox[:limit], self.inbox[limit:]
+        self.inbox += self.in_transit  # a refill arrives one poll after the results it answers
+        self.in_transit = []
         return out
 
     def send(self, dest: int, tag: int, frame: bytes) -> None:
@@ -356,7 +359,8 @@ class _Endpoint:
                         self.options)
             frames.append(encode(work))
         if frames:
-            self.inbox.append((0, Tag.WORK, frames[0] if len(frames) == 1 else encode_batch("works", frames)))
+            frame = frames[0] if len(frames) == 1 else encode_batch("works", frames)
+            self.in_transit.append((0, Tag.WORK, frame))
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         return True
@@ -367,6 +371,7 @@ def _serve(depth: int, max_batch: int, total: int = 200) -> _Endpoint:
     w = Worker(ep, ep, lambda path, rank: None)
     w.sender.max_batch, w.hold_s, w.heartbeat_s = max_batch, 1.0, 3600.0
     ep.refill(depth)
+    ep.inbox, ep.in_transit = ep.in_transit, []
     until = time.monotonic() + 30
     while len(ep.results) < total and time.monotonic() < until:
         w.stopping = False
@@ -382,12 +387,16 @@ def _serve(depth: int, max_batch: int, total: int = 200) -> _Endpoint:
 
 @pytest.mark.parametrize("depth, max_batch, batched", [(8, 32, True), (4, 32, True), (2, 32, False),
                                                        (8, 1, False)])
-def test_the_worker_holds_results_only_where_the_queue_covers_the_wait(depth, max_batch, batched):
+def test_the_worker_holds_results_only_while_another_dispatch_runs(depth, max_batch, batched):
     ep = _serve(depth, max_batch)
     result_frames = [f for tag, f in ep.frames if tag == Tag.RESULT]
     sizes = [len(decode_result_frame(f)) for f in result_frames]
-    assert max(sizes) <= max(1, min(depth // 2, max_batch))  # never more than half the depth held
+    share = max(1, min(depth // 2, max_batch))
+    assert max(sizes) <= share  # never more than half the depth held
     assert (len(result_frames) < len(ep.results)) is batched
+    # With no-op tasks and refills as they are asked for, nearly every frame is full: a result
+    # is not sent alone because few dispatches wait queued (that made 1.3 per frame at depth 4).
+    assert sum(sizes) / len(sizes) >= 0.9 * share, sizes
 
 
 def test_checked_options_are_checked_once_frozen_and_encode_as_a_plain_map():

@@ -56,10 +56,14 @@ def test_accounting_counts_from_the_first_dispatch():
     hp.mark("hellos")
     before = hp.items(committed=0)
     assert before["first_dispatch_time"] == 0 and before["coord_decode_s"] == 0.005 * SAMPLE
+    files = [7.0]  # the writer's CPU in queue/ files so far: its part before begin() is not counted
+    hp.files_cpu = lambda: files[0]
     hp.begin(committed=10)
     hp.decode_ns, hp.commit_ns, hp.dispatch_ns = 1_000_000, 2_000_000, 3_000_000  # of 1 in SAMPLE timed
     hp.ticker_ns = 4_000_000  # not sampled
+    files[0] = 7.0005
     rows = hp.items(committed=110)  # 100 results this run
+    assert rows["coord_queue_files_cpu_s"] == 0.0005 and rows["coord_queue_files_us_per_result"] == 5.0
     assert rows["coord_decode_us_per_result"] == 10.0 * SAMPLE
     assert rows["coord_commit_us_per_result"] == 20.0 * SAMPLE
     assert rows["coord_dispatch_us_per_result"] == 30.0 * SAMPLE

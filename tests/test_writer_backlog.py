@@ -33,8 +33,10 @@ def test_one_slice_then_a_rest_three_times_as_long(tmp_path):
     ticks = iter([100.0, 100.2])
     w._clock = lambda: next(ticks)
     w.add_files(entries(FILES_PER_SLICE + 100))
+    assert w.files_cpu_s == 0.0
     w._write_files()
     assert len(queue_names(out)) == FILES_PER_SLICE  # one slice, not the whole backlog
+    assert w.files_cpu_s > 0.0  # its CPU, which hotpath.py reports apart from the journal's
     assert w.files_pending == 100
     rest = 0.2 * (1 - BACKLOG_SHARE) / BACKLOG_SHARE
     assert abs(w._rest_until - (100.2 + rest)) < 1e-9
