@@ -203,8 +203,14 @@ class Campaign:
         return self.exited - self.f("stop_requested_time")
 
 
-def synthetic(duration: float, depth: int | str, task_ms: float, seeds: int, **extra: dict) -> dict:
-    cfg = synthetic_cfg(campaign={"duration_s": duration}, dispatch={"depth": depth},
+def synthetic(duration: float, depth: int | str, task_ms: float, seeds: int, *, all_seeds_first: bool = True,
+              **extra: dict) -> dict:
+    """A synthetic campaign. `all_seeds_first`: every seed journaled before the first dispatch
+    (`campaign.seed_first = 0`), so the rows measure the steady state (these benchmarks size
+    their seeds to their duration: 150,000 seeds journaled in the background would be measured
+    as per-result work); False: the default, what the start-up row measures."""
+    cfg = synthetic_cfg(campaign={"duration_s": duration, **({"seed_first": 0} if all_seeds_first else {})},
+                        dispatch={"depth": depth},
                         synthetic={"seeds": seeds, "task_ms": task_ms},
                         stats={"interval_s": 1.0}, workers={"heartbeat_s": 1.0})
     for section, table in extra.items():
@@ -404,12 +410,15 @@ def startup(tmp: Path, seeds: int) -> tuple[list[list[Any]], dict[str, Any]]:
                 f" {c.f('first_dispatch_s'):.1f} s after its process started{c.exit_note}"]
 
     def seeded() -> list:
-        c = Campaign(tmp / "startup-seeds", synthetic(1.0, 4, 0.0, seeds), WORKERS + 1, 900, strict=False)
+        c = Campaign(tmp / "startup-seeds", synthetic(6.0, 4, 0.0, seeds, all_seeds_first=False), WORKERS + 1,
+                     900, strict=False)
         raw[f"{seeds} seeds"] = {**c.stats, "launched": c.launched, "exited": c.exited}
         seeding = c.f("startup_seeded_s") - c.f("startup_hellos_s")
+        rest = c.f("startup_seeds_all_s") - c.f("first_dispatch_s")
         return [f"first dispatch {fmt(c.start_s, 1)} s after mpiexec start", "-", "-", fmt(c.start_s, 1),
-                fmt(c.stop_s, 1), "-", f"seeding {seeding:.1f} s; rank 0 first dispatch at"
-                f" {c.f('first_dispatch_s'):.1f} s after its process started{c.exit_note}"]
+                fmt(c.stop_s, 1), "-", f"seeding before the first dispatch {seeding:.1f} s; rank 0 first dispatch at"
+                f" {c.f('first_dispatch_s'):.1f} s after its process started; every seed journaled"
+                f" {fmt(rest, 1)} s after that{c.exit_note}"]
 
     guarded(rows, ["64-rank start-up and stop (50 ms tasks, 2 s campaign)", 64], ncols, ranks64)
     guarded(rows, [f"{seeds:,} seeds to first dispatch", WORKERS], ncols, seeded)

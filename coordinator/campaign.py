@@ -107,6 +107,10 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
                          setup={"log_dir": str(out.logs), "files": self.hosts.files},
                          afl_sync=self.afl_sync is not None)
         self.seed_count = 0
+        # (target, data, sha256) of the seeds not journaled yet, oldest last (seeding.py)
+        self._seeds_left: list[tuple[str, bytes, str]] = []
+        self._seeds_total = 0
+        self._seeding: asyncio.Task[None] | None = None
         self.stop_reason: str | None = None
         self.failure: Failure | None = None  # what stopped the campaign abnormally (failure.py)
         self.unstopped: list[Rank] = []  # workers that never acknowledged STOP (hung)
@@ -285,6 +289,8 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
                 self.fail(exc)
             ticker = asyncio.create_task(self._guarded(self._ticker()))
             await self._stop.wait()
+            if self._seeding is not None:
+                await self._seeding  # ends at its next step once the stop is set
             await self._shutdown()
             ticker.cancel()
         finally:
@@ -323,6 +329,8 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
                      executor=self.executor, queued=len(self.scheduler), epoch=self.minter.epoch.hex()[:16])
             self.hotpath.begin(self.stats.committed)
             self._apply(self.core.start())
+            if self._seeds_left:  # the rest of the seeds, while dispatch runs (seeding.py)
+                self._seeding = asyncio.create_task(self._guarded(self.seed_rest()))
 
     async def _guarded(self, coro: Any) -> None:
         try:

@@ -182,6 +182,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "executor": (DEFAULT_PYTHON_EXECUTOR, _str(MODES)),  # (the live registry: a new engine's mode too)
         "targets": ([], _str_list),  # synthetic: ["synthetic"]; Python executors: module:function
         "seeds": ("", _str()),  # directory of seed files; "" = the executor's built-in seeds
+        # Seeds journaled before the first dispatch; the rest while dispatch runs (seeding.py).
+        # 0 = every seed before the first dispatch.
+        "seed_first": (4096, _int(0)),
         "output": ("out/campaign", _str()),
         "duration_s": (60.0, _float(0)),  # 0 = until work is exhausted
         "max_results": (0, _int(0)),  # stop after this many committed results, 0 = no limit

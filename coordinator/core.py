@@ -120,6 +120,7 @@ class Core(ClaimsMixin, MembershipMixin):
         # It does IO (the store): with a store, the core is not sans-IO at these four calls.
         self.shared: SharedWork | None = None
         self.dispatching = False
+        self.seeds_pending = False  # seeds not journaled yet (the shell's seeding.py): the work is not exhausted
         self.confirming = False  # draining at the end: only crash/hang re-runs are dispatched
         self.stopping = False  # the shell is ending the campaign
         self.all_lost = False
@@ -208,6 +209,12 @@ class Core(ClaimsMixin, MembershipMixin):
         """Seeded: start dispatching (the first fill)."""
         self.dispatching = True
         self._t0 = self.clock()
+        self._fill()
+        self._check_finished()
+        return self._take()
+
+    def refill(self) -> list[Effect]:
+        """More work was queued by the shell (seeds journaled while dispatch runs): fill every free slot."""
         self._fill()
         self._check_finished()
         return self._take()
@@ -612,5 +619,6 @@ class Core(ClaimsMixin, MembershipMixin):
             self._stop("max_results reached")
         elif not len(self.inflight) and not self.plan.fuzz_on and not len(self.scheduler) \
                 and not len(self.claims.queue) and not len(self.triage.queue) and not self.afl_sync \
+                and not self.seeds_pending \
                 and (self.shared is None or self.shared.exhausted()):
             self._stop("work exhausted")  # a mutation stage or AFL++ alongside never runs out

@@ -50,6 +50,7 @@ class Phase(Enum):
     DISPATCH = "dispatch"  # _fill: scheduling, token minting, encoding, journal lease
     TICKER = "ticker"  # periodic work: stats, plot_data, status line, expiry, log checks
     FLUSH = "flush"  # the loop thread's side of journal flushes: prepare, hand over, finish, announce
+    SEEDING = "seeding"  # journaling the seeds past the first ones while dispatch runs (seeding.py): start-up work
     OTHER = "other"  # loop thread CPU outside the phases above (asyncio, the turn, peers, logging)
 
 
@@ -125,12 +126,12 @@ def _thread_cpu_s(ident: int | None) -> float | None:
 class HotPath:
     """The accumulators. The loop thread adds `*_ns`; `items()` turns them into fuzzer_stats rows."""
 
-    __slots__ = ("decode_ns", "commit_ns", "dispatch_ns", "ticker_ns", "flush_ns", "latency", "started",
+    __slots__ = ("decode_ns", "commit_ns", "dispatch_ns", "ticker_ns", "flush_ns", "seeding_ns", "latency", "started",
                  "marks", "first_dispatch", "stop_requested", "_threads", "_cpu0", "_cpu", "_loop_cpu0",
                  "_proc_cpu0", "_committed0", "_committed_at_stop", "fills", "files_cpu", "_files0")
 
     def __init__(self) -> None:
-        self.decode_ns = self.commit_ns = self.dispatch_ns = self.ticker_ns = self.flush_ns = 0
+        self.decode_ns = self.commit_ns = self.dispatch_ns = self.ticker_ns = self.flush_ns = self.seeding_ns = 0
         self.fills = 0  # _fill calls: every SAMPLE-th is timed
         self.latency = LogHistogram()
         self.started = process_start_unix()
@@ -158,7 +159,7 @@ class HotPath:
             return
         self.first_dispatch = time.time()
         self.marks["first_dispatch"] = self.first_dispatch - self.started
-        self.decode_ns = self.commit_ns = self.dispatch_ns = self.ticker_ns = self.flush_ns = 0
+        self.decode_ns = self.commit_ns = self.dispatch_ns = self.ticker_ns = self.flush_ns = self.seeding_ns = 0
         self.latency = LogHistogram()
         self._threads = {THREADS[t.name]: t.ident for t in threading.enumerate()
                          if t.name in THREADS and t.ident is not None}
@@ -202,7 +203,7 @@ class HotPath:
         n = max(committed - self._committed0, 0)
         phases_s = {Phase.DECODE: SAMPLE * self.decode_ns / 1e9, Phase.COMMIT: SAMPLE * self.commit_ns / 1e9,
                     Phase.DISPATCH: SAMPLE * self.dispatch_ns / 1e9, Phase.TICKER: self.ticker_ns / 1e9,
-                    Phase.FLUSH: self.flush_ns / 1e9}
+                    Phase.FLUSH: self.flush_ns / 1e9, Phase.SEEDING: self.seeding_ns / 1e9}
         per = {**threads, **phases_s, Phase.OTHER: max(loop_cpu - sum(phases_s.values()), 0.0)}
         files_s = self.files_cpu() - self._files0 if started and self.files_cpu is not None else 0.0
         rows: dict[str, Any] = {
@@ -214,6 +215,10 @@ class HotPath:
             **{f"coord_{p.value}_us_per_result": round(1e6 * s / n, 2) if n else 0.0 for p, s in per.items()},
             "coord_queue_files_cpu_s": round(files_s, 4),  # of the writer's: the queue/ files' backlog
             "coord_queue_files_us_per_result": round(1e6 * files_s / n, 2) if n else 0.0,
+            # Without the start-up work done in the window (seeding, the seeds' queue/ files): the
+            # steady cost of a result, what a longer campaign tends to.
+            "coord_steady_cpu_us_per_result":
+                round(1e6 * max(proc_cpu - files_s - phases_s[Phase.SEEDING], 0.0) / n, 2) if n else 0.0,
             "window_results_per_sec": round(self.window_rate(committed), 2),
             "commit_latency_count": self.latency.n,
             "commit_latency_p50_ms": round(1e3 * self.latency.quantile(0.50), 3),

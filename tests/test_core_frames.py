@@ -203,6 +203,29 @@ def test_an_expired_dispatch_is_revoked_cancelled_and_its_work_goes_elsewhere(tm
     assert core.stats.committed == 0 and journal.snapshot().done == 0
 
 
+def test_work_is_not_exhausted_while_seeds_are_still_to_be_journaled(tmp_path):
+    """The shell journals the seeds past `campaign.seed_first` while dispatch runs: the queue may
+    run dry before they come (coordinator/seeding.py); then the core waits and `refill` sends
+    the ones that came."""
+    core, journal, clock, works = _started(tmp_path, seeds=2, depth=1)
+    core.seeds_pending = True
+    effects = core.receive([(Rank(r), Tag.RESULT, encode(_answer(ws[0])), 0) for r, ws in works.items()])
+    assert not [e for e in effects if isinstance(e, Stop)] and not _works(effects)
+    assert not [e for e in core.tick(clock.now + 1) if isinstance(e, Stop)]
+    entries = []
+    for i in range(2, 5):
+        data = b"seed-%d" % i
+        sha = sha256_hex(data)
+        wid = work_id_for("synthetic", "synthetic", sha, 0, core.options)
+        entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed", new_bits=0,
+                                found_s=0.0, work_id=wid, target="synthetic"))
+    core.seeded(journal.add_seeds(entries))
+    core.seeds_pending = False
+    more = _works(core.refill())
+    assert sorted(more) == [1, 2] and sum(len(f[0]) for f in more.values()) == 2  # depth 1: one each
+    assert not [e for e in core.tick(clock.now + 1) if isinstance(e, Stop)]  # one seed still queued
+
+
 def test_the_last_result_of_exhausted_work_stops_the_campaign(tmp_path):
     core, journal, _, works = _started(tmp_path, seeds=2, depth=1)
     effects = core.receive([(Rank(r), Tag.RESULT, encode(_answer(ws[0])), 0) for r, ws in works.items()])

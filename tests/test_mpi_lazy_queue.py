@@ -73,17 +73,19 @@ def test_a_ctrl_c_while_the_job_closes_changes_nothing(tmp_path):
     assert queue_files(out) == durable(out) and len(durable(out)) == SEEDS
 
 
-def test_the_seeds_are_durable_before_the_first_dispatch(tmp_path):
-    # Rank 0 is killed at its first dispatch: the seeds' batch must already be in the journal
-    # (it is written before dispatch starts, not beside it), and a resume runs every item.
-    # 5,000 seeds: the start-up before 0584bda (the batch written beside dispatch) left 0 of them
-    # durable, as it did with 500 and 20,000 (checked 2026-12-05); 20,000 cost ~3x the time here.
+@pytest.mark.parametrize("seed_first", [0, 1000])
+def test_the_seeds_are_durable_before_the_first_dispatch(tmp_path, seed_first):
+    # Rank 0 is killed at its first dispatch: the first `campaign.seed_first` seeds' batch (all
+    # of them with 0) must already be in the journal (it is written before dispatch starts, not
+    # beside it; the rest are journaled while dispatch runs, seeding.py), and a resume runs every
+    # item. 5,000 seeds: the start-up before 0584bda (the batch written beside dispatch) left 0
+    # of them durable, as it did with 500 and 20,000 (checked 2026-12-05).
     seeds = 5_000
-    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 0.0})
+    cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 0.0}, campaign={"seed_first": seed_first})
     out = tmp_path / "out"
     killed = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FAILPOINT": "dispatch:1:kill"})
     assert killed.code != 0
-    assert len(durable(out)) == seeds
+    assert len(durable(out)) == (seed_first or seeds)
     resumed = run_campaign(tmp_path, cfg, ranks=3, out=out, extra_args=["--resume"], env=ALL_OWED_FILES)
     assert resumed.code == 0, resumed.explain()
     assert resumed.stats()["corpus_count"] == str(seeds)
