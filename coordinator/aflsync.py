@@ -205,10 +205,10 @@ class SyncImporter:
         tag = self.tag(inst)
         start = self.next_id.get(tag, 0)
         files: dict[int, Path] = {}
-        for f in queue.iterdir():
-            m = _ID.match(f.name)
+        for path in queue.iterdir():
+            m = _ID.match(path.name)
             if m and int(m.group(1)) >= start:
-                files.setdefault(int(m.group(1)), f)
+                files.setdefault(int(m.group(1)), path)
         found: list[Imported] = []
         eid, last = start, max(files, default=start - 1)
         while eid <= last:

@@ -20,7 +20,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -50,7 +50,7 @@ from symfence.coordinator.members import Members, MemberState
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.peers import Peers
 from symfence.coordinator.pump import Inbound, Pump
-from symfence.coordinator.refusals import Refusals
+from symfence.coordinator.refusals import Judged, Refusals
 from symfence.coordinator.report import ReportMixin
 from symfence.coordinator.scheduler import Scheduler
 from symfence.coordinator.seeding import SeedingMixin, load_seeds  # noqa: F401 (re-exported)
@@ -62,6 +62,9 @@ from symfence.protocol.codec import Limits, checked_options, encode
 from symfence.protocol.coverage import CoverageMap
 from symfence.protocol.ids import Rank, TokenMinter
 from symfence.protocol.messages import Control, ControlKind, Tag
+
+if TYPE_CHECKING:
+    from symfence.coordinator.sharedwork import SharedWork
 
 log = structlog.get_logger()
 
@@ -154,7 +157,8 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
     worker_rss_mb: dict[Rank, int] = _core_state("worker_rss_mb", "workers' memory")
     control_banned: int = _core_state("control_banned", "frames of banned ranks")
     _maybe_free: set[Rank] = _core_state("_maybe_free", "ranks that may have a free slot")
-    shared: Any = _core_state("shared", "issue 29: the shared campaign store's side (sharedwork.py), or None")
+    shared: SharedWork | None = _core_state("shared", "issue 29: the shared campaign store's side "
+                                                      "(sharedwork.py), or None")
     _t0: float = _core_state("_t0", "when dispatching started")
     _duration_s: float = _core_state("_duration_s", "campaign.duration_s")
 
@@ -371,7 +375,7 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             return ExitCode.FAILED
         return ExitCode.REFUSED if self.refusals.over_share(self._refused()) else ExitCode.OK
 
-    def _refused(self) -> list:
+    def _refused(self) -> list[Judged]:
         """Not-banned ranks whose results were refused for reasons no honest worker causes (refusals.py)."""
         injected = {rank: ack.get("faults") or {} for rank, ack in self.stop_acks.items()}
         return self.refusals.judge(self.members.ranks_in(MemberState.BANNED), injected)
@@ -417,6 +421,7 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             pass
 
     async def _shutdown(self) -> None:
+        assert self.pump is not None and self.writer is not None  # both made by `run` before `_start`
         self.core.halt()
         # After a failure nothing new can be made durable: stop at once instead of draining.
         drain_until = self.clock() + (0.0 if self.failure else self.cfg["dispatch.drain_timeout_s"])

@@ -409,7 +409,7 @@ def executor_options(cfg: Config) -> dict[str, Any]:
     """The per-work executor options (part of every work_id; --resume refuses to change them)."""
     if MODES[cfg["campaign.executor"]].corpus.target is TargetKind.SYNTHETIC:
         s = cfg.section("synthetic")
-        keys = ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")
+        keys: tuple[str, ...] = ("task_ms", "distribution", "candidates", "error_rate", "first_attempt_ms")
         keys += ("change_after_s", "task_ms_after") if s["change_after_s"] else ()  # work_ids as before
         return {k: s[k] for k in keys}
     if target_of(cfg["campaign.executor"]) is TargetKind.NATIVE:

@@ -16,9 +16,9 @@ again).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from symfence.coordinator.journal import NewFinding
+from symfence.coordinator.journal import FindingKind, NewFinding
 from symfence.coordinator.outputs import finding_class
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
 from symfence.coordinator.verdict import Rejection
@@ -26,6 +26,17 @@ from symfence.protocol.coverage import unpack_trace
 from symfence.protocol.ids import Rank, WorkId, work_id_for
 from symfence.protocol.messages import RERUN_BOUND, Result, Status
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from symfence.coordinator.afl import AflState
+    from symfence.coordinator.hybrid import HybridPlan
+    from symfence.coordinator.journal import Journal
+    from symfence.coordinator.peers import Peers
+    from symfence.coordinator.sharedwork import SharedWork
+    from symfence.coordinator.stats import Stats
+    from symfence.coordinator.targets import TargetTracker
+    from symfence.coordinator.triage import Triage
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,25 @@ class Confirmations:
 class ClaimsMixin:
     """The core's claims (coordinator/core.py): file a result's crash/hang claims, journal a finding
     when its re-run agrees (state: claims, triage, peers, journal); it logs through effects."""
+
+    # What it uses of the core, declared: bare annotations and TYPE_CHECKING-only stubs shadow nothing.
+    claims: Confirmations
+    triage: Triage
+    peers: Peers
+    journal: Journal
+    stats: Stats
+    plan: HybridPlan
+    targets: TargetTracker
+    afl: AflState
+    shared: SharedWork | None
+    workers: list[Rank]
+    tmouts: int
+    _maybe_free: set[Rank]
+    wall: Callable[[], float]
+
+    if TYPE_CHECKING:
+        def _log(self, level: str, event: str, **fields: Any) -> None: ...
+        def _garbage(self, source: Rank, size: int = 0) -> None: ...
 
     def _claim(self, kind: Status, data: bytes, sha: str, detail: str, item: WorkItem, source: Rank,
                found_s: float) -> None:
@@ -136,8 +166,8 @@ class ClaimsMixin:
                                         else Rejection.KNOWN_HANG).value] += 1
             return  # another coordinator of the campaign saved this identity first
         self.claims.confirmed += 1
-        finding = NewFinding(kind=claim.kind.value, sha256=claim.sha256, data=claim.data, detail=detail,
-                             found_s=claim.found_s, target=claim.target)
+        finding = NewFinding(kind=FindingKind(claim.kind.value), sha256=claim.sha256, data=claim.data,
+                             detail=detail, found_s=claim.found_s, target=claim.target)
         now = self.wall()
         for f in self.journal.add_findings(claim.parent_work_id, [finding]):
             self.journal.note_provenance(f.kind.value, f.finding_id, claim.source, source)

@@ -235,6 +235,7 @@ class DepthController:
     def _end_period(self, r: RankDepth, now: float) -> int | None:
         tu = self.tuning
         a = tu.smoothing
+        assert r.period_start is not None  # `observe` began the period
         per_result = (now - r.period_start) / r.n
         mean_wall = r.wall_sum / r.n
         off = 0 if r.task_s is None else (mean_wall > r.task_s * tu.step) - (mean_wall < r.task_s / tu.step)
@@ -292,6 +293,7 @@ class DepthController:
     @staticmethod
     def _predict(r: RankDepth, depth: int) -> float:
         """Little's law: the time per result at `depth` (the worker either busy or waiting once a cycle)."""
+        assert r.task_s is not None and r.round_trip_s is not None  # measured: `_needed(r)` was not None
         per_task = r.task_s + r.overhead_s
         return max(per_task, (per_task + r.round_trip_s) / depth)
 

@@ -9,17 +9,47 @@ writer's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 
 from symfence.coordinator import failpoints
 from symfence.coordinator.hotpath import clock_ns as _ns
 from symfence.coordinator.journal import FlushBatch, FlushReceipt
 
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Iterable
+
+    from symfence.coordinator.core import Core
+    from symfence.coordinator.effects import Effect
+    from symfence.coordinator.hotpath import HotPath
+    from symfence.coordinator.journal import Journal
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.writer import JournalWriter
+    from symfence.protocol.coverage import CoverageMap
+
 log = structlog.get_logger()
 
 
 class DurabilityMixin:
     """The coordinator's group commits and their announcement (state: writer, journal, _saved_cov_version)."""
+
+    # What it uses of the campaign, declared: bare annotations and TYPE_CHECKING-only stubs shadow nothing.
+    journal: Journal
+    out: OutputDir
+    writer: JournalWriter | None
+    core: Core
+    coverage: CoverageMap
+    hotpath: HotPath
+    _changed: asyncio.Event
+    _saved_cov_version: int
+
+    if TYPE_CHECKING:
+        def _apply(self, effects: Iterable[Effect]) -> None: ...
+        def _counters(self) -> dict[str, int]: ...
+        async def _wait_change(self, timeout: float) -> None: ...
+        def fail(self, exc: BaseException) -> None: ...
 
     def _snapshot_state(self) -> None:
         """Buffer the coverage map (when it changed) and the counters for the next flush."""
@@ -41,6 +71,7 @@ class DurabilityMixin:
         self.hotpath.flush_ns += _ns() - t0
 
     async def _writer_idle(self) -> None:
+        assert self.writer is not None  # made by `Campaign.run` before anything waits for it
         while self.writer.busy:
             await self._wait_change(0.05)
 
@@ -48,6 +79,7 @@ class DurabilityMixin:
         """The writer thread could not write a batch (kept for the next flush) or a queue file."""
         if batch is not None:
             self.journal.finish(batch, ok=False)
+            assert self.writer is not None  # the writer thread is the caller
             self.writer.busy = False
         self._changed.set()
         self.fail(exc)
@@ -56,6 +88,7 @@ class DurabilityMixin:
         """A batch is durable (writer thread): finish it, then what may follow a commit."""
         t0 = _ns()
         self.journal.finish(batch, ok=True)
+        assert self.writer is not None  # the writer thread is the caller
         self.writer.busy = False
         self._changed.set()
         try:

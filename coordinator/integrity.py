@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -79,7 +80,7 @@ def blob_hash(table: str, blob: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(table.encode() + blob, digest_size=16).digest(), "big")
 
 
-def counters_hash(counters: dict[str, int]) -> int:
+def counters_hash(counters: Mapping[str, int]) -> int:
     text = repr(sorted(counters.items()))  # a value of another type changes the repr
     return int.from_bytes(hashlib.blake2b(b"counters" + text.encode(), digest_size=16).digest(), "big")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,7 +37,7 @@ class _Tee:
         self.file = file
         self._console = console
         self.verbose = verbose
-        self.renderer = None
+        self.renderer: structlog.dev.ConsoleRenderer | None = None
         if console is not None:  # worker ranks log to their file only: no console renderer (nor rich)
             from symfence.coordinator.status_line import on_terminal
 
@@ -47,7 +48,7 @@ class _Tee:
         # sys.stderr is looked up per event: the live status line redirects it to print above.
         return sys.stderr if self._console is sys.__stderr__ or self._console is sys.stderr else self._console
 
-    def __call__(self, logger: Any, name: str, event_dict: dict[str, Any]) -> Any:
+    def __call__(self, logger: Any, name: str, event_dict: MutableMapping[str, Any]) -> Any:
         global _file_error
         if _file_error is None:
             try:
@@ -60,6 +61,7 @@ class _Tee:
             # (`exception` is our own traceback, rendered by structlog on several lines.)
             shown = {escape(k): v if isinstance(v, (int, float, bool)) or v is None or k == "exception" else escape(v)
                      for k, v in event_dict.items() if k not in hidden}
+            assert self.renderer is not None  # made whenever there is a console
             self.console.write(self.renderer(logger, name, shown) + "\n")
             self.console.flush()
         raise structlog.DropEvent
@@ -76,7 +78,7 @@ def close(handle: TextIO) -> None:
             _file_error = exc
 
 
-def _unix_ts(logger: Any, name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def _unix_ts(logger: Any, name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     event_dict["ts"] = round(time.time(), 6)
     return event_dict
 

@@ -12,7 +12,7 @@ Part of the sans-IO core (coordinator/core.py): it sends and logs through effect
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from symfence.coordinator.effects import HostReport, Send
 from symfence.coordinator.inflight import Revocation
@@ -21,12 +21,56 @@ from symfence.protocol.codec import RemoteProtocolError, decode_control, encode
 from symfence.protocol.ids import DispatchToken, Rank
 from symfence.protocol.messages import Control, ControlKind, Tag
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from symfence.coordinator.config import Config
+    from symfence.coordinator.effects import Effect
+    from symfence.coordinator.hybrid import HybridPlan
+    from symfence.coordinator.inflight import InFlight
+    from symfence.coordinator.members import Members
+    from symfence.coordinator.peers import Peers
+    from symfence.coordinator.stats import Stats
+    from symfence.protocol.codec import Limits
+    from symfence.protocol.ids import TokenMinter
+
 
 class MembershipMixin:
     """The core's part for CONTROL frames and silence (state: the member table `members`,
     stop_acks, stop_sent, peers)."""
 
+    # What it uses of the core, declared: bare annotations and TYPE_CHECKING-only stubs shadow nothing.
     _last_tick: float | None  # (the core's) the ticker's last time, for `_absorb_pause`
+    _next_beat: float
+    cfg: Config
+    clock: Callable[[], float]
+    setup: dict[str, Any]
+    world_size: int
+    workers: list[Rank]
+    members: Members
+    peers: Peers
+    inflight: InFlight
+    stats: Stats
+    plan: HybridPlan
+    limits: Limits
+    minter: TokenMinter
+    max_batch: int
+    batch_of: dict[Rank, int]
+    worker_rss_mb: dict[Rank, int]
+    stop_acks: dict[Rank, dict[str, Any]]
+    stop_sent: set[Rank]
+    control_banned: int
+    stopping: bool
+    all_lost: bool
+    _maybe_free: set[Rank]
+    _out: list[Effect]
+
+    if TYPE_CHECKING:
+        def _log(self, level: str, event: str, **fields: Any) -> None: ...
+        def _fill(self, ranks: set[Rank] | None = None) -> None: ...
+        def _revoke(self, token: DispatchToken, why: Revocation, *, notify: bool = True,
+                    charge: bool | None = None) -> None: ...
+        def _stop(self, reason: str) -> None: ...
 
     def _on_control(self, source: Rank, frame: bytes, oversized: int = 0) -> None:
         if self.peers.banned(source):
@@ -97,6 +141,7 @@ class MembershipMixin:
             return
         for token in self.inflight.tokens_of(rank):
             d = self.inflight.get(token)
+            assert d is not None  # one of tokens_of(rank): in the table
             if d.send_index < work_received and token not in held:
                 self._log("warning", "task.lost", worker=rank, token=token[:16], reason="not held by worker")
                 self._revoke(token, Revocation.LOST, notify=False)

@@ -153,8 +153,8 @@ def check_targets(cfg: Config, *, timeout_s: float = TARGET_IMPORT_TIMEOUT_S) ->
         if spec not in seen:
             why = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             raise PreflightError(f"target {spec}", f"the import check did not finish: {why}")
-        if seen[spec]:
-            raise PreflightError(f"target {spec}", seen[spec])
+        if error := seen[spec]:
+            raise PreflightError(f"target {spec}", error)
 
 
 # ---------------------------------------------------------------------------------- resume

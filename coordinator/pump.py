@@ -43,6 +43,7 @@ from typing import Callable, NamedTuple
 from mpi4py import MPI
 
 from symfence.protocol.backoff import Backoff
+from symfence.protocol.ids import Rank
 
 
 ANY_SOURCE, ANY_TAG, BYTE = MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.BYTE
@@ -96,7 +97,7 @@ class FailedRanks:
 class Inbound(NamedTuple):
     """One drained frame, as the core takes it (`Core.receive`): a plain tuple, built in C."""
 
-    source: int
+    source: Rank  # (an int from MPI's status: a NewType costs nothing at run time)
     tag: int
     frame: bytes
     oversized: int = 0  # > 0: a frame of this many bytes (-1: unknown) was drained, not kept
@@ -303,7 +304,7 @@ class Pump(threading.Thread):
                 self._sink.drain(msg, size if size >= 0 else 1 << 40)
                 self.oversized_frames += 1
                 self.oversized_bytes += max(size, 0)
-                batch.append(Inbound(status.source, status.tag, b"", oversized=size))
+                batch.append(Inbound(Rank(status.source), status.tag, b"", oversized=size))
             if batch:
                 break
         return batch

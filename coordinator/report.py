@@ -11,6 +11,8 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from symfence.coordinator import carryover, failpoints
 from symfence.coordinator.afl import plot_header
@@ -20,9 +22,66 @@ from symfence.coordinator.stats import StatsSnapshot, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, TargetLine
 from symfence.protocol.coverage import MAP_SIZE
 
+if TYPE_CHECKING:
+    from symfence.coordinator.afl import AflState
+    from symfence.coordinator.aflsync import AflSide
+    from symfence.coordinator.config import Config
+    from symfence.coordinator.confirm import Confirmations
+    from symfence.coordinator.depth import DepthController
+    from symfence.coordinator.hotpath import HotPath
+    from symfence.coordinator.hybrid import HybridPlan
+    from symfence.coordinator.inflight import InFlight
+    from symfence.coordinator.members import Members
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.peers import Peers
+    from symfence.coordinator.pump import Pump
+    from symfence.coordinator.refusals import Judged, Refusals
+    from symfence.coordinator.scheduler import Scheduler
+    from symfence.coordinator.stats import Stats
+    from symfence.coordinator.status_line import StatusLine
+    from symfence.coordinator.targets import TargetTracker
+    from symfence.protocol.coverage import CoverageMap
+    from symfence.protocol.ids import Rank
+
 
 class ReportMixin:
     """The coordinator's outputs for people and tools (reads everything, changes only `stats.edges`)."""
+
+    # What it uses of the campaign, declared: bare annotations and TYPE_CHECKING-only stubs shadow nothing.
+    cfg: Config
+    clock: Callable[[], float]
+    out: OutputDir
+    status: StatusLine
+    pump: Pump | None
+    afl_sync: AflSide | None
+    stop_reason: str | None
+    seed_count: int
+    workers: list[Rank]
+    members: Members
+    inflight: InFlight
+    peers: Peers
+    scheduler: Scheduler
+    plan: HybridPlan
+    claims: Confirmations
+    coverage: CoverageMap
+    stats: Stats
+    targets: TargetTracker
+    afl: AflState
+    hotpath: HotPath
+    refusals: Refusals
+    options: dict[str, Any]
+    executor: str
+    depth: int | str
+    auto_depth: DepthController | None
+    worker_rss_mb: dict[Rank, int]
+    control_banned: int
+    tmouts: int
+    solver_queries: int
+    solver_timeouts: int
+    _t0: float
+
+    if TYPE_CHECKING:
+        def _refused(self) -> list[Judged]: ...
 
     def _counters(self) -> dict[str, int]:
         st = self.stats
@@ -81,7 +140,10 @@ class ReportMixin:
             cycles_done=cycles_done, exec_timeout_ms=self._exec_timeout_ms(),
             banner=self.cfg["campaign.name"],
             command_line=" ".join([sys.executable, *sys.argv]), total_tmout=self.tmouts)
-        own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
+        assert self.pump is not None  # made by `Campaign.run` before any report
+        # stats.py takes `list[int]`, only to iterate: a list of Ranks (an int NewType) reads the same.
+        own = st.items(now=now, in_flight=in_flight, pending=pending,
+                       ranks=self.workers, extra={  # type: ignore[arg-type]
             "dispatch_depth": self.depth, "workers_alive": len(self.members.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,
@@ -126,6 +188,7 @@ class ReportMixin:
 
     def _hostile_stats(self) -> dict[str, int]:
         """Issue 10's counters: oversized and side-channel frames, bans, suspensions, claims."""
+        assert self.pump is not None  # made by `Campaign.run` before any report
         return {"mpi_oversized_frames": self.pump.oversized_frames,
                 "mpi_oversized_bytes": self.pump.oversized_bytes,
                 "mpi_side_frames_dropped": self.pump.side_frames_dropped,

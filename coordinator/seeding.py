@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -27,6 +28,24 @@ from symfence.coordinator.reconcile import reconcile
 from symfence.coordinator.scheduler import WorkItem
 from symfence.protocol.coverage import CoverageMap
 from symfence.protocol.ids import WorkId, sha256_hex, work_id_for, work_id_maker
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from symfence.coordinator.aflsync import AflSide
+    from symfence.coordinator.core import Core
+    from symfence.coordinator.effects import Effect
+    from symfence.coordinator.hotpath import HotPath
+    from symfence.coordinator.hybrid import HybridPlan
+    from symfence.coordinator.journal import Journal
+    from symfence.coordinator.outputs import OutputDir
+    from symfence.coordinator.scheduler import Scheduler
+    from symfence.coordinator.sharedwork import SharedWork
+    from symfence.coordinator.stats import Stats
+    from symfence.coordinator.targets import TargetTracker
+    from symfence.coordinator.triage import Triage
+    from symfence.coordinator.writer import JournalWriter
+    from symfence.protocol.ids import Rank
 
 log = structlog.get_logger()
 
@@ -75,6 +94,37 @@ SEED_SHARE = 0.5  # of the event loop's time, at most, for the background seedin
 class SeedingMixin:
     """The coordinator's seeding and resume (state: scheduler, journal, plan, afl, targets, seed_count,
     and the seeds not journaled yet: `_seeds_left`)."""
+
+    # What it uses of the campaign, declared: bare annotations and TYPE_CHECKING-only stubs shadow nothing.
+    cfg: Config
+    clock: Callable[[], float]
+    out: OutputDir
+    journal: Journal
+    writer: JournalWriter | None
+    core: Core
+    triage: Triage
+    afl_sync: AflSide | None
+    shared: SharedWork | None
+    hotpath: HotPath
+    stats: Stats
+    scheduler: Scheduler
+    plan: HybridPlan
+    afl: AflState
+    targets: TargetTracker
+    coverage: CoverageMap
+    corpus_executor: str
+    options: dict[str, Any]
+    seed_count: int
+    _seeds_left: list[tuple[str, bytes, str]]
+    _seeds_total: int
+    _stop: asyncio.Event
+    _t0: float
+
+    if TYPE_CHECKING:
+        def _apply(self, effects: Iterable[Effect]) -> None: ...
+        def _fill(self, ranks: set[Rank] | None = None) -> None: ...
+        def _flush(self) -> None: ...
+        def _queue_entry(self, entry: Any) -> None: ...
 
     def _seed(self) -> None:
         """Journal the seeds (and resume what the journal holds). Python's cyclic GC is paused
@@ -205,10 +255,11 @@ class SeedingMixin:
             self.targets[e.target].corpus += 1
             if f"id:{e.queue_id:06d}" not in have:
                 missing.append(e)
+        assert self.writer is not None  # made by `Campaign.run` before it seeds (or resumes)
         self.writer.add_files(missing)
         restored = len(missing)
-        have = {kind: {name.split(",", 1)[0] for name in self.out.existing(kind)}
-                for kind in ("crash", "hang")}
+        saved = {kind: {name.split(",", 1)[0] for name in self.out.existing(kind)}
+                 for kind in ("crash", "hang")}
         for f in self.journal.iter_findings():
             kind = f.kind.value
             if kind == "crash":
@@ -220,7 +271,7 @@ class SeedingMixin:
                 self.stats.hangs += 1
         restored += self.triage.restore(self.journal.iter_findings())  # identities, owed minimizations
         for f in self.journal.iter_findings():
-            if f"id:{f.finding_id:06d}" not in have[f.kind.value]:
+            if f"id:{f.finding_id:06d}" not in saved[f.kind.value]:
                 key, sig = self.triage.sig_of(f.kind.value, f.finding_id)
                 self.out.finding(f.kind.value, f.finding_id, f.data, detail=f.detail, target=f.target,
                                  identity=key, sig=sig)
@@ -229,6 +280,7 @@ class SeedingMixin:
 
     def _import_afl(self) -> None:
         """New AFL++ queue entries become pending work (origin sync:<instance>:<id>)."""
+        assert self.afl_sync is not None  # the ticker imports only with AFL++ beside
         entries = []
         for imp in self.afl_sync.poll():
             sha = sha256_hex(imp.data)

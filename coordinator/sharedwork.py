@@ -245,7 +245,7 @@ class SharedWork:
             return [None] * len(sent)
         stale = [a for a in answers if a.reason is RefuseReason.STALE_EPOCH]
         if stale:
-            self._epoch_dead(f"the store refused a commit: {stale[0].reason.value}")
+            self._epoch_dead(f"the store refused a commit: {RefuseReason.STALE_EPOCH.value}")
         return answers
 
     def _outcome(self, result: Result, execs: int) -> Outcome:

@@ -33,7 +33,7 @@ def test_seeds_past_the_first_are_journaled_while_dispatch_runs_and_all_run(tmp_
 
 
 def test_a_stop_before_every_seed_is_journaled_leaves_the_rest_to_resume(tmp_path):
-    seeds = 20_000
+    seeds = 10_000
     out = tmp_path / "out"
     first = run_campaign(tmp_path, _cfg(seeds, max_results=20), ranks=3, timeout_s=120, out=out)
     assert first.code == 0, first.explain()

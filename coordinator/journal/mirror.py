@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from symfence.coordinator.journal import recovery, store
 from symfence.coordinator.journal.batch import GroupCommit
@@ -229,8 +229,8 @@ class Journal:
         """Whether the corpus already holds this input for this target."""
         return (target, sha256) in self._inputs
 
-    def known_work_ids(self) -> frozenset[str]:
-        return frozenset(self._leases)
+    def known_work_ids(self) -> frozenset[WorkId]:
+        return cast("frozenset[WorkId]", frozenset(self._leases))  # the lease table's keys: work ids
 
     def known_inputs(self) -> frozenset[tuple[str, str]]:
         """(target, sha256) of every corpus entry."""

@@ -449,8 +449,9 @@ def select_corpus(conn: sqlite3.Connection, where: str, params: tuple = ()) -> I
         f"JOIN work AS w ON w.queue_id = c.queue_id {where} ORDER BY c.queue_id",
         params,
     )
-    for *fields, work_id in rows:
-        yield CorpusEntry(*fields, WorkId(work_id))
+    for queue_id, sha256, data, target, bound, parent, origin, new_bits, found_s, work_id in rows:
+        yield CorpusEntry(queue_id, sha256, data, target, bound, parent, origin, new_bits, found_s,
+                          WorkId(work_id))
 
 
 def iter_findings(conn: sqlite3.Connection) -> Iterator[Finding]:
