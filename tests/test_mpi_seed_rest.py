@@ -32,16 +32,29 @@ def test_seeds_past_the_first_are_journaled_while_dispatch_runs_and_all_run(tmp_
     assert "VIOLATED" not in run.stdout
 
 
-def test_a_stop_before_every_seed_is_journaled_leaves_the_rest_to_resume(tmp_path):
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_stop_before_every_seed_is_journaled_leaves_the_rest_to_resume(tmp_path, how):
+    """`stop`: max_results ends the campaign cleanly; `kill`: rank 0 dies (SIGKILL) at its 300th
+    dispatch, while the rest of the seeds are still being journaled."""
     seeds = 10_000
     out = tmp_path / "out"
-    first = run_campaign(tmp_path, _cfg(seeds, max_results=20), ranks=3, timeout_s=120, out=out)
-    assert first.code == 0, first.explain()
-    assert "max_results reached" in first.stdout
-    journaled = int(first.stats()["corpus_count"])
+    if how == "stop":
+        first = run_campaign(tmp_path, _cfg(seeds, max_results=20), ranks=3, timeout_s=120, out=out)
+        assert first.code == 0, first.explain()
+        assert "max_results reached" in first.stdout
+        journaled = int(first.stats()["corpus_count"])
+        # Every seed the journal holds has its queue file; none of the others has one.
+        assert len([p for p in (out / "queue").iterdir() if not p.name.startswith(".")]) == journaled
+    else:
+        first = run_campaign(tmp_path, _cfg(seeds), ranks=3, timeout_s=120, out=out,
+                             env={"SYMFENCE_FAILPOINT": "dispatch:300:kill"})
+        assert first.code != 0
+        journal = Journal.read_only(out / "journal.sqlite")
+        try:
+            journaled = journal.corpus_count()
+        finally:
+            journal.close()
     assert 100 <= journaled < seeds  # stopped while the rest was still being journaled
-    # Every seed the journal holds has its queue file; none of the others has one.
-    assert len([p for p in (out / "queue").iterdir() if not p.name.startswith(".")]) == journaled
 
     resumed = run_campaign(tmp_path, _cfg(seeds), ranks=3, timeout_s=180, out=out, extra_args=["--resume"])
     assert resumed.code == 0, resumed.explain()
