@@ -74,6 +74,7 @@ def offline_campaign(cfg: Config, out: Path, *, workers: int = 3, max_batch: int
         c.members.hello(r)
         c.members.heard(r, c.clock())
     c._seed()
+    c._seed_step(len(c._seeds_left))  # the seeds past campaign.seed_first: no loop runs `seed_rest` here
     c._apply(c.core.start())
     return c, handle
 
