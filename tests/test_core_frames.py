@@ -55,16 +55,21 @@ def _core(tmp_path: Path, *, seeds: int = 12, depth: int = 2, max_batch: int = 8
     triage = Triage(out, journal, base_executor="synthetic", base_options={})
     core = Core(cfg, journal, triage, world_size=3, token_key=b"k" * 32, clock=clock)
     journal.begin_run(core.minter.epoch.hex())
+    _add_seeds(core, journal, range(seeds))
+    journal.flush()
+    return core, journal, clock
+
+
+def _add_seeds(core: Core, journal: Journal, numbers: range) -> None:
+    """Journal seeds b"seed-N" for N in `numbers` and queue them in the core, as seeding.py does."""
     entries = []
-    for i in range(seeds):
+    for i in numbers:
         data = b"seed-%d" % i
         sha = sha256_hex(data)
         wid = work_id_for("synthetic", "synthetic", sha, 0, core.options)
         entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed", new_bits=0,
                                 found_s=0.0, work_id=wid, target="synthetic"))
     core.seeded(journal.add_seeds(entries))
-    journal.flush()
-    return core, journal, clock
 
 
 def _hello(core: Core, rank: int, max_batch: int = 8) -> list:
@@ -212,14 +217,7 @@ def test_work_is_not_exhausted_while_seeds_are_still_to_be_journaled(tmp_path):
     effects = core.receive([(Rank(r), Tag.RESULT, encode(_answer(ws[0])), 0) for r, ws in works.items()])
     assert not [e for e in effects if isinstance(e, Stop)] and not _works(effects)
     assert not [e for e in core.tick(clock.now + 1) if isinstance(e, Stop)]
-    entries = []
-    for i in range(2, 5):
-        data = b"seed-%d" % i
-        sha = sha256_hex(data)
-        wid = work_id_for("synthetic", "synthetic", sha, 0, core.options)
-        entries.append(NewEntry(sha256=sha, data=data, bound=0, parent=None, origin="seed", new_bits=0,
-                                found_s=0.0, work_id=wid, target="synthetic"))
-    core.seeded(journal.add_seeds(entries))
+    _add_seeds(core, journal, range(2, 5))
     core.seeds_pending = False
     more = _works(core.refill())
     assert sorted(more) == [1, 2] and sum(len(f[0]) for f in more.values()) == 2  # depth 1: one each
