@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.mpi, pytest.mark.alone]  # judges depth on measured ro
 def test_auto_depth_adapts_to_a_change_of_task_time_and_conserves(tmp_path):
     max_depth = 8
     cfg = synthetic_cfg(
-        campaign={"duration_s": 9},
+        campaign={"duration_s": 9, "seed_first": 0},  # every seed before the first round trip is judged
         dispatch={"depth": "auto", "max_depth": max_depth},
         # 0.2 ms tasks for 1.5 s on each worker (at most ~7,500 results: seeds to spare), then 40 ms
         # ones (~180 a rank: lowering takes ~80 results once the round trip is under ~70 ms; a

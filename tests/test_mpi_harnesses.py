@@ -143,7 +143,7 @@ def test_the_fuzz_stage_alone_finds_neither_in_the_budget(harness: Path) -> None
         targets = ["fuzz_planted:TestOneInput"]
         executor = "fuzz"
         seeds = "corpus"
-        duration_s = 12
+        duration_s = 10
         ranks = 3
         [fuzz]
         slice_s = 2.0  # the budget is the same; at its end the drain waits for a turn (10 s by default)

@@ -35,8 +35,8 @@ def test_seeds_past_the_first_are_journaled_while_dispatch_runs_and_all_run(tmp_
 @pytest.mark.parametrize("how", ["stop", "kill"])
 def test_a_stop_before_every_seed_is_journaled_leaves_the_rest_to_resume(tmp_path, how):
     """`stop`: max_results ends the campaign cleanly; `kill`: rank 0 dies (SIGKILL) at its 300th
-    dispatch, while the rest of the seeds are still being journaled."""
-    seeds = 10_000
+    dispatch, while the rest of the seeds are still being journaled (5,000 seeds, 100 first)."""
+    seeds = 5_000
     out = tmp_path / "out"
     if how == "stop":
         first = run_campaign(tmp_path, _cfg(seeds, max_results=20), ranks=3, timeout_s=120, out=out)
