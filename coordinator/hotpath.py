@@ -215,10 +215,6 @@ class HotPath:
             **{f"coord_{p.value}_us_per_result": round(1e6 * s / n, 2) if n else 0.0 for p, s in per.items()},
             "coord_queue_files_cpu_s": round(files_s, 4),  # of the writer's: the queue/ files' backlog
             "coord_queue_files_us_per_result": round(1e6 * files_s / n, 2) if n else 0.0,
-            # Without the start-up work done in the window (seeding, the seeds' queue/ files): the
-            # steady cost of a result, what a longer campaign tends to.
-            "coord_steady_cpu_us_per_result":
-                round(1e6 * max(proc_cpu - files_s - phases_s[Phase.SEEDING], 0.0) / n, 2) if n else 0.0,
             "window_results_per_sec": round(self.window_rate(committed), 2),
             "commit_latency_count": self.latency.n,
             "commit_latency_p50_ms": round(1e3 * self.latency.quantile(0.50), 3),
