@@ -72,6 +72,8 @@ def test_malformed_target_spec_is_a_config_error(spec, words):
         ({"dispatch": {"depth": True}}, "dispatch.depth"),
         ({"dispatch": {"max_depth": 0}}, "dispatch.max_depth"),
         ({"synthetic": {"change_after_s": -1}}, "synthetic.change_after_s"),
+        ({"campaign": {"seed_first": -1}}, "campaign.seed_first"),
+        ({"campaign": {"seed_first": "many"}}, "campaign.seed_first"),
         ({"dispatch": {"dept": 2}}, "dispatch.dept"),
         ({"campaing": {}}, "campaing"),
         ({"campaign": {"executor": "afl"}}, "campaign.executor"),
