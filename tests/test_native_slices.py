@@ -274,6 +274,8 @@ def test_plan_native_slices_off_by_config_or_without_an_afl_build(tmp_path):
 @needs_tritondse
 def test_native_campaign_keeps_workers_busy_with_slices_until_the_budget(ladder, tmp_path):
     """The engine is given nothing to do (max_candidates = 0: the seeds are its whole search);
+    its share is fixed at half (`auto` would starve an engine that finds nothing, and whether it
+    ran a slice's find in 7 s became a race: CI saw one engine result);
     without slices the campaign ends at once, "work exhausted"; with them both workers mutate
     through the forkserver until the budget, and their finds are committed to the corpus."""
     from tests.mpi_helpers import run_campaign
@@ -284,7 +286,7 @@ def test_native_campaign_keeps_workers_busy_with_slices_until_the_budget(ladder,
     cfg = {"campaign": {"executor": "native", "targets": [str(ladder)], "seeds": str(seeds),
                         "duration_s": 7},
            "dispatch": {"depth": 2, "deadline_s": 60},
-           "fuzz": {"slice_s": 2.0, "native_slices": False},
+           "fuzz": {"slice_s": 2.0, "native_slices": False, "share": 0.5},
            "native": {"options": {"oracle": "forkserver", "max_candidates": 0, "engine_timeout_s": 20.0}},
            "triage": {"minimize": False}, "stats": {"interval_s": 0.5}}
     (tmp_path / "before").mkdir()
