@@ -39,7 +39,10 @@ def durable(out: Path) -> dict[int, str]:
 def test_every_durable_entry_gets_its_queue_file_and_a_kill_mid_backlog_resumes(tmp_path):
     # A short run: it stops (max_results) long before 5,000 tasks, with the seeds' files owed.
     # The end of a run writes owed files for 0.5 s only (tests/test_stop_owed_files.py); here every one.
-    cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0}, campaign={"max_results": 50})
+    # Every seed journaled before the first dispatch (seed_first = 0): the kill below must find all
+    # 5,000 durable, which a background seeding step (coordinator/seeding.py) would leave to a race.
+    cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0},
+                        campaign={"max_results": 50, "seed_first": 0})
     out = tmp_path / "out"
     run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_OWED_FILES_S": "inf"})
     assert run.code == 0, run.explain()
@@ -64,7 +67,8 @@ def test_every_durable_entry_gets_its_queue_file_and_a_kill_mid_backlog_resumes(
 def test_a_ctrl_c_while_the_job_closes_changes_nothing(tmp_path):
     # The campaign loop has returned; SIGINT reaches rank 0 just before MPI_Finalize, with the
     # seeds' queue files still owed (a user's Ctrl-C, or a script's, racing the normal end).
-    cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0}, campaign={"max_results": 50})
+    cfg = synthetic_cfg(synthetic={"seeds": SEEDS, "task_ms": 0.0},
+                        campaign={"max_results": 50, "seed_first": 0})
     out = tmp_path / "out"
     run = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FAILPOINT": "finalize:1:sigint",
                                                              "SYMFENCE_OWED_FILES_S": "inf"})
