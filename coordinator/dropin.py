@@ -2,7 +2,8 @@
 
 An OSS-Fuzz user runs ``python fuzz_x.py corpus/ -max_total_time=600``; ``symfence run fuzz_x.py
 corpus/ -max_total_time=600`` runs a default campaign (hybrid, ``campaign.ranks`` ranks) on
-``fuzz_x:TestOneInput`` instead. The libFuzzer flags it takes are translated into config keys
+``fuzz_x:TestOneInput`` instead (on the function the harness hands to ``atheris.Setup``, if it
+names another: ``coordinator/entrypoint.py``). The libFuzzer flags it takes are translated into config keys
 (``LIBFUZZER_FLAGS``, the one table of them); any other is refused by name, one line, exit 2.
 The corpus folders' files (recursively, as libFuzzer reads them) are the seeds: they are linked
 into ``OUT/seeds`` (the campaign reads one folder). The generated config is written to
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symfence.coordinator.cli import add_run_options
+from symfence.coordinator.entrypoint import CONVENTION, entry_point
 
 EXIT_USAGE = 2
 
@@ -102,8 +104,15 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
         raise UsageError(f"{harness}: no such harness file")
     if not harness.stem.isidentifier():
         raise UsageError(f"{harness}: {harness.stem!r} is not a module name")
+    try:
+        source = harness.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{harness}: cannot be read ({exc.strerror})") from None
+    # The function `atheris.Setup` is handed, else TestOneInput (the import check refuses a
+    # module without it, by name).
+    entry = entry_point(source) or CONVENTION
     tables: dict[str, dict[str, Any]] = {"campaign": {"name": harness.stem,
-                                                      "targets": [f"{harness.stem}:TestOneInput"]}}
+                                                      "targets": [f"{harness.stem}:{entry}"]}}
     for (section, key), value in LIBFUZZER_DEFAULTS.items():
         tables.setdefault(section, {})[key] = value
     for name, value in flags.items():

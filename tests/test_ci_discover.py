@@ -150,7 +150,7 @@ def test_which_harness_is_fuzzed_is_said_in_one_line(tmp_path: Path) -> None:
     jobs, said = _jobs_of(one)
     assert [j.name for j in jobs] == ["fuzz_a"]
     assert said.startswith("symfence ci: harness tests/fuzz/fuzz_a.py (the one file of the repository"
-                           " defining TestOneInput)\n"), said
+                           " that is an Atheris harness)\n"), said
     several = _repo(tmp_path / "several", {"fuzz_a.py": WITH_MAIN, "fuzz/fuzz_b.py": FDP_NO_MAIN})
     jobs, said = _jobs_of(several)
     assert [j.name for j in jobs] == ["fuzz_b", "fuzz_a"]
@@ -163,11 +163,12 @@ def test_which_harness_is_fuzzed_is_said_in_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("files, args, says", [
     ({"README.md": "nothing to fuzz\n", "lib.py": NOT_A_HARNESS}, (),
-     "no harness in {repo}: no Python file of the repository defines TestOneInput(data) at its top level"),
+     "no harness in {repo}: no Python file of the repository is an Atheris harness"),
     ({"fuzz/fuzz_x.py": WITH_MAIN, "tests/fuzz_x.py": WITH_MAIN}, (),
      "two harnesses are both module 'fuzz_x' (fuzz/fuzz_x.py, tests/fuzz_x.py): name the one to fuzz"),
     ({"fuzz-x.py": WITH_MAIN}, ("fuzz-x.py",), "'fuzz-x' is not a module name (rename it, e.g. fuzz_x.py)"),
-    ({"lib.py": NOT_A_HARNESS}, ("lib.py",), "lib.py: defines no TestOneInput(data) at its top level"),
+    ({"lib.py": NOT_A_HARNESS}, ("lib.py",), "lib.py: defines no TestOneInput(data) at its top level and"
+     " hands no function of its own to atheris.Setup"),
     ({"fuzz_a.py": WITH_MAIN}, ("fuzz_b.py",), "fuzz_b.py: no such harness file"),
     ({"fuzz_a.py": WITH_MAIN}, ("--budget", "0"), "--budget 0: must be > 0"),
     ({"fuzz_a.py": WITH_MAIN}, ("--base", "no-such-ref"), "no-such-ref"),

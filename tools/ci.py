@@ -1,7 +1,8 @@
 """`symfence ci`: fuzz a repository's harnesses for a budget, then report only new, reproducible crashes.
 
-One command from a repository with a harness: every file of the repository that defines
-``TestOneInput`` (or the harness files named; ``ci_discover``) runs as ``symfence run fuzz_x.py
+One command from a repository with a harness: every Atheris harness of the repository (a file
+defining ``TestOneInput`` or handing a function to ``atheris.Setup``), or the harness files
+named (``ci_discover``), runs as ``symfence run fuzz_x.py
 SEEDS... -max_total_time=BUDGET`` does, one after another, from the corpus folder
 ``CORPUS/<harness stem>/`` (kept in the repository or a CI cache) and the seeds and dictionary
 found beside the harness, with the repository's ``src/`` and root on the import path and the
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from symfence.coordinator.entrypoint import CONVENTION
 from symfence.tools import ci_discover, regressions, sarif
 from symfence.tools.campaign_dir import CampaignDir, CampaignDirError, SavedInput
 
@@ -71,8 +73,9 @@ class FuzzTarget:
     @classmethod
     def of_harness(cls, harness: Path, also: tuple[Path, ...] = ()) -> FuzzTarget:
         folder = harness.resolve().parent
+        entry = ci_discover.entry_of(harness) or CONVENTION
         return cls(harness.stem, regressions.RegressionTarget(
-            f"{harness.stem}:TestOneInput", folder, tuple(p for p in also if p != folder)), harness)
+            f"{harness.stem}:{entry}", folder, tuple(p for p in also if p != folder)), harness)
 
     def on(self, root: Path, base: Path) -> FuzzTarget:
         """The same target in the base revision's worktree ``base``."""
@@ -362,8 +365,9 @@ def _jobs(root: Path, args, corpus_root: Path) -> list[Job]:  # noqa: ANN001
     except ci_discover.DiscoveryError as exc:
         raise CiError(str(exc)) from None
     if not harnesses:
-        raise CiError(f"no harness in {root}: no Python file of the repository defines TestOneInput(data)"
-                      " at its top level (an Atheris harness); name one (symfence ci path/to/fuzz_x.py)"
+        raise CiError(f"no harness in {root}: no Python file of the repository is an Atheris harness"
+                      " (TestOneInput(data) at its top level, or a function handed to atheris.Setup);"
+                      " name one (symfence ci path/to/fuzz_x.py)"
                       " or give a campaign config (symfence ci --config FILE)")
     stems: dict[str, Path] = {}
     for h in harnesses:
@@ -377,9 +381,9 @@ def _jobs(root: Path, args, corpus_root: Path) -> list[Job]:  # noqa: ANN001
     if named:
         print(f"symfence ci: harness {listed} (named)")
     elif len(harnesses) == 1:
-        print(f"symfence ci: harness {listed} (the one file of the repository defining TestOneInput)")
+        print(f"symfence ci: harness {listed} (the one file of the repository that is an Atheris harness)")
     else:
-        print(f"symfence ci: {len(harnesses)} harnesses (files defining TestOneInput), each fuzzed for"
+        print(f"symfence ci: {len(harnesses)} harnesses, each fuzzed for"
               f" --budget {args.budget:g} s, one after another: {listed}; to fuzz only some, name them"
               f" (symfence ci {_rel(harnesses[0], root)})")
     sources = ci_discover.python_files(root)

@@ -1,7 +1,8 @@
 """Finds a repository's Atheris harnesses for `symfence ci`, and what each one's campaign starts from.
 
-A harness is any Python file of the repository (tracked, or new and not ignored) that defines
-``TestOneInput`` at its top level, whatever its name or folder (``fuzz_x.py`` at the root,
+A harness is any Python file of the repository (tracked, or new and not ignored) that hands a
+function of its own to ``atheris.Setup`` or defines ``TestOneInput`` at its top level
+(``coordinator/entrypoint.py``), whatever its name or folder (``fuzz_x.py`` at the root,
 ``fuzz/``, ``tests/fuzz/``, ``x_fuzzer.py``); folders a repository does not own (virtual
 environments, ``site-packages``, hidden folders, build outputs) are never searched. For each
 harness, as OSS-Fuzz lays them out and as the demo has them (``examples/parsers/seeds``):
@@ -30,7 +31,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-_DEFINES_HARNESS = re.compile(rb"^def\s+TestOneInput\s*\(", re.M)
+from symfence.coordinator.entrypoint import entry_point
+
 # Folders a repository holds but does not own: never searched for harnesses or imports.
 _NOT_OWNED = {"venv", "env", "site-packages", "dist-packages", "node_modules", "build", "dist", "out",
               "__pycache__", "fuzz_regressions"}
@@ -72,12 +74,21 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+def entry_of(path: Path) -> str | None:
+    """The harness's test function (``entrypoint.entry_point``), or None: not a harness. Only
+    files that name Atheris's Setup or the convention are parsed."""
+    data = _read(path)
+    if b"TestOneInput" not in data and b"Setup" not in data:
+        return None
+    return entry_point(data)
+
+
 def is_harness(path: Path) -> bool:
-    return bool(_DEFINES_HARNESS.search(_read(path)))
+    return entry_of(path) is not None
 
 
 def find_harnesses(root: Path) -> list[Path]:
-    """Every file of the repository that defines ``TestOneInput`` at its top level."""
+    """Every file of the repository that is an Atheris harness (``entry_of``)."""
     return [p for p in python_files(root) if is_harness(p)]
 
 
@@ -86,12 +97,14 @@ def check_harness(path: Path) -> None:
     if not path.is_file():
         raise DiscoveryError(f"{path}: no such harness file")
     if path.suffix != ".py":
-        raise DiscoveryError(f"{path}: a harness is a .py file defining TestOneInput(data)")
+        raise DiscoveryError(f"{path}: a harness is a .py file of Atheris's (TestOneInput(data), or"
+                             " the function it hands to atheris.Setup)")
     if not path.stem.isidentifier():
         raise DiscoveryError(f"{path}: {path.stem!r} is not a module name (rename it, e.g."
                              f" {re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}.py)")
     if not is_harness(path):
-        raise DiscoveryError(f"{path}: defines no TestOneInput(data) at its top level")
+        raise DiscoveryError(f"{path}: defines no TestOneInput(data) at its top level and hands no"
+                             " function of its own to atheris.Setup")
 
 
 def imported_names(source: bytes) -> set[str]:

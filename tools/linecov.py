@@ -88,6 +88,9 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
     cov.start()
     try:
         module_name, _, function_name = spec.partition(":")
+        from symfence.worker import atheris_compat
+
+        atheris_compat.plain()  # a harness's libFuzzer-only calls (module-level Fuzz() too): no-ops
         harness = getattr(importlib.import_module(module_name), function_name)
         for name, data in inputs:
             count += 1

@@ -46,6 +46,8 @@ else:
     atheris.instrument_all = atheris.enable_python_coverage = lambda *a, **k: None
     atheris.instrument_imports = lambda *a, **k: contextlib.nullcontext()
     atheris.instrument_func = lambda fn: fn
+    atheris.Setup = lambda args, *a, **k: list(args)  # a harness's module-level Setup and Fuzz
+    atheris.Fuzz = lambda *a, **k: None
 try:
     target = getattr(importlib.import_module(module_name), function_name)
 except BaseException:

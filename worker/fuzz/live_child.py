@@ -105,6 +105,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     _die_with_parent()
     spec = request.task.options
     module_name, _, attr = request.task.target.partition(":")
+    setup, run_fuzzer = atheris.Setup, atheris.Fuzz  # ours to call; a harness's own are no-ops
     atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)
     asked_all: list[bool] = []
     atheris.instrument_all = lambda: asked_all.append(True)  # the harness's call: done below
@@ -181,12 +182,12 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         else:
             setitimer(vtimer, 0)
 
-    atheris.Setup(args, one_input)
+    setup(args, one_input)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.
     with atheris.instrument_imports(include=under_test) if under_test else contextlib.nullcontext():
-        atheris.Fuzz()  # runs until the parent ends the process
+        run_fuzzer()  # runs until the parent ends the process
     raise RuntimeError("libFuzzer returned")
 
 
