@@ -41,6 +41,13 @@ def _positive(v: str) -> float:
     return x
 
 
+def _count(v: str) -> int:
+    x = int(v)
+    if x < 1:
+        raise ValueError
+    return x
+
+
 def _mb(v: str) -> int:
     x = int(v)
     if x < 0:
@@ -56,6 +63,10 @@ LIBFUZZER_FLAGS: dict[str, tuple[Callable[[str], Any], tuple[tuple[str, str], ..
     "rss_limit_mb": (_mb, (("concolic.options", "memory_limit_mb"), ("fuzz", "rss_limit_mb"))),
     "dict": (str, (("fuzz", "dict"),)),
     "max_len": (_mb, (("fuzz", "max_len"),)),
+    # libFuzzer runs -jobs=N jobs, -workers=M at a time (M: min(N, half the cores) by default);
+    # symfence runs M worker ranks (`worker_ranks`), unless --ranks says otherwise.
+    "jobs": (_count, ()),
+    "workers": (_count, ()),
 }
 # What libFuzzer does without flags, where symfence's own default differs: gradual length
 # control (short inputs first: executions several times faster on a text parser than the
@@ -63,6 +74,15 @@ LIBFUZZER_FLAGS: dict[str, tuple[Callable[[str], Any], tuple[tuple[str, str], ..
 # time: at the budget's end the drain waits at most 2 s for in-flight tasks (a claimed crash is
 # re-run in that time; an engine task still running is cancelled), not the config default's 10 s.
 LIBFUZZER_DEFAULTS: dict[tuple[str, str], Any] = {("fuzz", "max_len"): 0, ("dispatch", "drain_timeout_s"): 2.0}
+
+
+def worker_ranks(flags: dict[str, str], cores: int) -> int | None:
+    """The worker ranks libFuzzer's -workers/-jobs ask for (flags already checked), or None."""
+    if "workers" in flags:
+        return int(flags["workers"])
+    if "jobs" in flags:
+        return max(1, min(int(flags["jobs"]), cores // 2))
+    return None
 
 
 class UsageError(Exception):
@@ -125,6 +145,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
             parsed = str(Path(parsed).resolve())
         for section, key in keys:
             tables.setdefault(section, {})[key] = parsed
+    workers = worker_ranks(flags, os.cpu_count() or 1)
+    if workers:
+        tables["campaign"]["ranks"] = workers + 1  # and rank 0, the coordinator
     corpora = [Path(c) for c in args.corpus]
     for c in corpora:
         if not c.is_dir():

@@ -77,6 +77,8 @@ def test_a_harness_run_takes_every_option_of_a_config_run(harness: Path) -> None
     (["-max_total_time"], "-max_total_time: needs a value"),
     (["-timeout=fast"], "-timeout=fast: not a valid value"),
     (["-timeout=0"], "-timeout=0: not a valid value"),
+    (["-jobs=0"], "-jobs=0: not a valid value"),
+    (["-workers=many"], "-workers=many: not a valid value"),
     (["nowhere"], "nowhere: not a corpus folder"),
     (["--bogus"], "--bogus: not an option"),
 ])
@@ -86,10 +88,27 @@ def test_bad_command_lines_are_one_line(harness: Path, argv: list[str], message:
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(("argv", "cores", "ranks"), [
+    ([], 16, None),  # campaign.ranks' default
+    (["-jobs=8"], 16, 9),  # libFuzzer: min(jobs, half the cores) at a time
+    (["-jobs=8"], 4, 3),
+    (["-jobs=2"], 2, 2),
+    (["-workers=3"], 2, 4),
+    (["-jobs=8", "-workers=5"], 2, 6),
+])
+def test_jobs_and_workers_become_worker_ranks(harness: Path, monkeypatch: pytest.MonkeyPatch,
+                                              argv: list[str], cores: int, ranks: int | None) -> None:
+    monkeypatch.setattr(dropin.os, "cpu_count", lambda: cores)
+    args, tables, _ = dropin.parse(["run", "fuzz/fuzz_x.py", *argv])
+    assert tables["campaign"].get("ranks") == ranks
+    args, tables, _ = dropin.parse(["run", "fuzz/fuzz_x.py", *argv, "--ranks", "7"])
+    assert args.ranks == 7  # --ranks wins at the launch (cli.py: args.ranks or campaign.ranks)
+
+
 def test_the_command_refuses_with_exit_2(harness: Path, tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "symfence", "run", "fuzz/fuzz_x.py", "-jobs=4"], cwd=tmp_path,
+    run = subprocess.run([sys.executable, "-m", "symfence", "run", "fuzz/fuzz_x.py", "-seed=4"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and run.stderr.startswith("symfence: -jobs: a libFuzzer flag")
+    assert run.returncode == 2 and run.stderr.startswith("symfence: -seed: a libFuzzer flag")
     assert len(run.stderr.strip().splitlines()) == 1
 
 
@@ -109,10 +128,13 @@ def test_dictionary_files(tmp_path: Path) -> None:
 
 def test_libfuzzer_only_calls_are_no_ops_in_a_plain_replay(tmp_path: Path) -> None:
     """instrument_all() rewrites every loaded function (seconds) and enable_python_coverage is
-    gone from Atheris 3: in symfence's plain replays both are harmless."""
+    gone from Atheris 3: in symfence's plain replays both are harmless, as are Setup and Fuzz
+    called at module level (Fuzz() would start libFuzzer in the replay)."""
     from symfence.worker.concolic.replay import Verdict, replay_plain
 
     (tmp_path / "fuzz_old.py").write_text(textwrap.dedent('''
+        import sys
+
         import atheris
         atheris.enable_python_coverage()
         atheris.instrument_all()
@@ -123,6 +145,9 @@ def test_libfuzzer_only_calls_are_no_ops_in_a_plain_replay(tmp_path: Path) -> No
                 import json
             if data == b"boom":
                 raise RuntimeError("boom")
+
+        atheris.Setup(sys.argv, TestOneInput)
+        atheris.Fuzz()
     '''))
     sys.path.insert(0, str(tmp_path))
     try:
