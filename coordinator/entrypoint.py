@@ -5,9 +5,11 @@ OSS-Fuzz's convention names it ``TestOneInput``, but Atheris fuzzes whatever fun
 ``fuzz``, ``TestInput`` and more. The source is parsed, never imported: importing a harness may
 run its module-level ``atheris.Setup(...)`` and ``atheris.Fuzz()``.
 
-The rule (`entry_point`): the function named by the first ``Setup`` call of ``atheris`` whose
-callback is a plain name defined at the module's top level; else ``TestOneInput`` when the module
-defines it at its top level; else None (not a harness this rule can name).
+The rule (`entry_point`): the name handed to the first ``Setup`` call of ``atheris`` whose
+callback is a plain name the module binds at its top level (a ``def``, an assignment such as
+``fuzz = make_fuzzer()``, an import: what ``module:name`` finds); else ``TestOneInput`` when the
+module defines it at its top level (a ``def``: a test module importing a harness's function is
+no harness); else None (not a harness this rule can name).
 """
 
 from __future__ import annotations
@@ -25,13 +27,32 @@ def _is_setup(func: ast.expr, names: set[str], modules: set[str]) -> bool:
     return isinstance(func, ast.Name) and func.id in names
 
 
+def _bound(body: list[ast.stmt]) -> set[str]:
+    """The names a module's top-level statements bind (not those inside functions or classes)."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).partition(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):  # `if ...:`, `try: import x`, `with instrument_imports():`
+            for part in ("body", "orelse", "finalbody"):
+                names |= _bound(getattr(node, part, []))
+            for handler in getattr(node, "handlers", []):
+                names |= _bound(handler.body)
+    return names
+
+
 def entry_point(source: bytes | str) -> str | None:
     """The name of the harness's test function (the module docstring's rule), or None."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    bound = _bound(tree.body)
     modules: set[str] = {"atheris"}
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -44,6 +65,8 @@ def entry_point(source: bytes | str) -> str | None:
     for call in calls:
         callback = call.args[1] if len(call.args) >= 2 else next(
             (k.value for k in call.keywords if k.arg == "test_one_input"), None)
-        if isinstance(callback, ast.Name) and callback.id in defined:
+        if isinstance(callback, ast.Name) and callback.id in bound:
             return callback.id
-    return CONVENTION if CONVENTION in defined else None
+    defines = any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == CONVENTION
+                  for node in tree.body)
+    return CONVENTION if defines else None

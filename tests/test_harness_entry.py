@@ -39,8 +39,16 @@ from tests.mpi_helpers import ROOT, run_job, stop_when
     ("import sys, atheris\ndef TestOneInput(d): pass\natheris.Setup(sys.argv, lambda d: TestOneInput(d))\n",
      "TestOneInput"),
     ("import sys, atheris\nimport lib\natheris.Setup(sys.argv, lib.fuzz)\n", None),
-    ("import sys, atheris\nfrom lib import fuzz\natheris.Setup(sys.argv, fuzz)\n", None),  # not defined here
+    # any name the module binds at its top level is `module:name`
+    ("import sys, atheris\nfrom lib import fuzz\natheris.Setup(sys.argv, fuzz)\n", "fuzz"),
+    ("import sys, atheris, functools\ndef f(d, n): pass\nfuzz = functools.partial(f, n=1)\n"
+     "atheris.Setup(sys.argv, fuzz)\n", "fuzz"),
+    ("import sys, atheris\nwith atheris.instrument_imports():\n    from lib import go\n"
+     "atheris.Setup(sys.argv, go)\n", "go"),
+    # a local of main() is not: the convention, if bound, else none
+    ("import sys, atheris\ndef main():\n    cb = lambda d: None\n    atheris.Setup(sys.argv, cb)\n", None),
     ("import sys, atheris\nclass H:\n    def TestOneInput(self, d): pass\n", None),  # a method only
+    ("from fuzz_x import TestOneInput\n\ndef test_it():\n    TestOneInput(b'')\n", None),  # a test module
     ("# TestOneInput in a comment\nx = 'atheris.Setup(sys.argv, f)'\n", None),
     ("import other\ndef f(d): pass\nother.Setup(sys.argv, f)\n", None),  # not atheris's Setup
     ("def TestOneInput(data)\n    pass\n", None),  # a syntax error: the import check says so
