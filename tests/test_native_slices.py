@@ -157,40 +157,6 @@ def test_executor_slice_over_the_seam_respects_its_time_and_keeps_the_corpus(lad
     assert not os.path.exists(folder)
 
 
-@needs_cc
-@needs_afl
-def test_a_slice_asked_to_end_early_answers_with_what_it_has(ladder, tmp_path):
-    """A re-run the campaign waits on, or the drain, ends a native slice early (``end_turn``:
-    SIGUSR1 to its child), as it ends the Python fuzz stage's turn: a 30 s slice answers in
-    seconds, after at least CUT_AFTER_S of mutation, with its kept inputs."""
-    from symfence.worker.executors.native_fuzz import NativeFuzzExecutor
-    from symfence.worker.native.fuzz_slice import CUT_AFTER_S
-
-    ex = NativeFuzzExecutor(workdir=str(tmp_path))
-    try:
-        task = Task("a" * 64, "b" * 64, pack_spec(SliceSpec((b"AAAA",), ())), str(ladder), 1,
-                    {"slice_s": 30.0, "max_len": 16, "afl_target": "{target}.afl"})
-        t0 = time.monotonic()
-        ex.start(task)
-        while not ex.end_turn():  # taken once the child runs the slice (past LOADING)
-            assert ex.wait(0.05) is None and time.monotonic() - t0 < 60, "the slice never started"
-        asked = time.monotonic()
-        while (outcome := ex.wait(0.1)) is None:
-            assert time.monotonic() - t0 < 60, "the slice did not end early"
-        assert outcome.status is ExitKind.OK, outcome.error
-        assert CUT_AFTER_S <= outcome.wall_s < 10 and time.monotonic() - asked < 10, outcome.wall_s
-        assert outcome.execs > 10 and outcome.stats["native_fuzz_slices"] == 1
-        # The request belonged to that slice: the next one runs its whole time.
-        task = Task("a" * 64, "c" * 64, pack_spec(SliceSpec()), str(ladder), 2,
-                    {"slice_s": 2.0, "max_len": 16, "afl_target": "{target}.afl"})
-        ex.start(task)
-        while (outcome := ex.wait(0.1)) is None:
-            pass
-        assert outcome.status is ExitKind.OK and outcome.wall_s >= 2.0, outcome.wall_s
-    finally:
-        ex.close()
-
-
 # ------------------------------------------------------------ the engine's own view (the fix)
 
 class _NoEvents:

@@ -37,7 +37,6 @@ class NativeFuzzAdapter:
     stderr = SCRATCH
     scratch = True
     eager = False
-    cuttable = True  # the slice ends early on SIGUSR1 (worker.native.fuzz_slice: after CUT_AFTER_S)
 
     def __init__(self, *, start_timeout_s: float = 60.0) -> None:
         self.start_timeout_s = start_timeout_s
@@ -110,11 +109,6 @@ class NativeFuzzExecutor:
             outcome, self._ready = self._ready, None
             return outcome
         return self._child.wait(timeout_s)
-
-    def end_turn(self) -> bool:
-        """The slice answers soon with what it has (``engine_api.Turns``): once it has run
-        ``fuzz_slice.CUT_AFTER_S``."""
-        return self._ready is None and self._child.end_turn()
 
     def abort(self) -> None:
         self._ready = None

@@ -18,10 +18,7 @@ msgpack). The slice
 The local map lives as long as the child: a fresh child calibrates the folder again. Traces are
 salted per target as the native engine's are (``runner.target_salt``). The parent owns the
 clock (``executors.native_fuzz``): the slice streams ``Entered(ENGINE)`` once and ``Found`` per
-finding, so a slice killed at its deadline still returns what it found. A slice asked to end
-early (SIGUSR1, ``worker.concolic.cut``: a re-run the campaign waits on is queued behind it, or
-the campaign drains) answers with what it has once it has run ``CUT_AFTER_S``, as the Python
-fuzz stage's turn does.
+finding, so a slice killed at its deadline still returns what it found.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ from symfence.protocol.coverage import MAP_SIZE, bucket
 from symfence.protocol.options import NativeFuzzOptions
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
-from symfence.worker.concolic import cut
 from symfence.worker.engine_api import CandidateOut, ExitKind, Outcome, Phase
 from symfence.worker.native.base import NativeError, RunKind
 from symfence.worker.native.mutate import Mutator
@@ -49,7 +45,6 @@ MAX_FINDINGS = 32  # crashes + hangs per slice (each new to this slice's crash /
 MAX_RESULT_BYTES = 4 << 20  # kept inputs' bytes per result (the rest stay in corpus_dir)
 RECENT_ONE_IN = 2  # one pick in this many is among the latest RECENT entries
 RECENT = 16
-CUT_AFTER_S = 1.0  # a slice asked to end early still runs this long (at most a slice a second)
 
 
 def is_entry_name(name: str) -> bool:
@@ -79,7 +74,6 @@ class SliceRunner:
     """The child-side handler: forkservers and local maps kept between slices."""
 
     def __init__(self, work_dir: str):
-        cut.install()  # before any other thread of this child (the forkserver's come later)
         self.work_dir = work_dir or None
         self.oracles: dict[tuple, Any] = {}
         self.targets: dict[tuple[str, str], _Target] = {}
@@ -112,7 +106,6 @@ class SliceRunner:
               events: Events | None = None) -> Outcome:
         t0, c0 = time.monotonic(), time.process_time()
         deadline = t0 + opts.slice_s
-        cut.clear()  # a request belongs to the slice it was sent to
         oracle = self.oracle(target, opts)
         state = self.targets.setdefault((target, corpus_dir), _Target())
         salt = target_salt(target)
@@ -122,9 +115,7 @@ class SliceRunner:
         execs = calibrated = kept_total = 0
 
         def done() -> bool:
-            now = time.monotonic()
-            return (now >= deadline or bool(opts.max_execs and execs >= opts.max_execs)
-                    or (cut.requested() and now - t0 >= CUT_AFTER_S))
+            return time.monotonic() >= deadline or bool(opts.max_execs and execs >= opts.max_execs)
 
         def finding(data: bytes, kind: ExitKind, trace: dict[int, int], detail: str) -> None:
             seen = hang_map if kind is ExitKind.HANG else crash_map
