@@ -7,11 +7,11 @@ Ctrl-C reaching it at that moment).
 
 Points on the coordinator: `dispatch` (leased, WORK not yet sent), `commit` (journal commit
 applied in memory, before its effects), `flush.before`, `flush.after` (transaction durable,
-queue/ and crashes/ files not yet written), `seed` (before the seeds are journaled), `seed.step` (a step of
-the background seeding is journaled in memory, not yet durable), `stats`
-(before fuzzer_stats is written), `queue` (before a queue/ file is written), `finalize`
-(the campaign loop has returned, MPI_Finalize is next). Unset in normal
-runs, where `hit` costs one comparison.
+queue/ and crashes/ files not yet written), `seed` (before the seeds are journaled),
+`seed.step` (a step of the background seeding is journaled in memory, not yet durable), `stats`
+(before fuzzer_stats is written), `queue` (before a queue/ file is written), `finalize` (the
+campaign loop has returned, MPI_Finalize is next). Unset in normal runs, where `hit` costs one
+comparison.
 """
 
 from __future__ import annotations

@@ -141,9 +141,7 @@ class ReportMixin:
             banner=self.cfg["campaign.name"],
             command_line=" ".join([sys.executable, *sys.argv]), total_tmout=self.tmouts)
         assert self.pump is not None  # made by `Campaign.run` before any report
-        # stats.py takes `list[int]`, only to iterate: a list of Ranks (an int NewType) reads the same.
-        own = st.items(now=now, in_flight=in_flight, pending=pending,
-                       ranks=self.workers, extra={  # type: ignore[arg-type]
+        own = st.items(now=now, in_flight=in_flight, pending=pending, ranks=self.workers, extra={
             "dispatch_depth": self.depth, "workers_alive": len(self.members.alive),
             "mpi_frames_in": self.pump.frames_in, "mpi_frames_out": self.pump.frames_out,
             "mpi_bytes_in": self.pump.bytes_in, "mpi_dropped_to_failed": self.pump.dropped_to_dead,

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from symfence.coordinator.engine_report import EngineCounters
 from symfence.protocol.coverage import MAP_SIZE
@@ -160,7 +160,7 @@ class StatsSnapshot:
 
     # --- files ------------------------------------------------------------------------------------
 
-    def items(self, *, now: float, in_flight: int, pending: int, ranks: list[int],
+    def items(self, *, now: float, in_flight: int, pending: int, ranks: Sequence[int],
               extra: dict[str, object] | None = None) -> list[tuple[str, object]]:
         elapsed = max(now - self.started_wall, 1e-9)
         rows: list[tuple[str, object]] = [

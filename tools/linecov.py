@@ -28,6 +28,8 @@ import traceback
 from pathlib import Path
 from typing import Iterable
 
+from symfence.worker import atheris_compat
+
 import coverage
 
 
@@ -85,12 +87,10 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
     found: dict[str, str] = {}
     hangs = count = 0
     signal.signal(signal.SIGALRM, _alarm)
+    atheris_compat.plain()  # a harness's libFuzzer-only calls (module-level Fuzz() too): no-ops
     cov.start()
     try:
         module_name, _, function_name = spec.partition(":")
-        from symfence.worker import atheris_compat
-
-        atheris_compat.plain()  # a harness's libFuzzer-only calls (module-level Fuzz() too): no-ops
         harness = getattr(importlib.import_module(module_name), function_name)
         for name, data in inputs:
             count += 1

@@ -38,16 +38,8 @@ import importlib, signal, sys, traceback
 spec, timeout, MARK, SAMPLES = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 data = sys.stdin.buffer.read()
 module_name, _, function_name = spec.partition(":")
-try:  # an Atheris harness's libFuzzer-only calls: no-ops (as worker/atheris_compat.py does)
-    import atheris, contextlib
-except ImportError:
-    pass
-else:
-    atheris.instrument_all = atheris.enable_python_coverage = lambda *a, **k: None
-    atheris.instrument_imports = lambda *a, **k: contextlib.nullcontext()
-    atheris.instrument_func = lambda fn: fn
-    atheris.Setup = lambda args, *a, **k: list(args)  # a harness's module-level Setup and Fuzz
-    atheris.Fuzz = lambda *a, **k: None
+from symfence.worker.atheris_compat import plain  # (sys.path is the parent's: PYTHONPATH)
+plain()  # an Atheris harness's libFuzzer-only calls, module-level Setup and Fuzz too: no-ops
 try:
     target = getattr(importlib.import_module(module_name), function_name)
 except BaseException:

@@ -51,6 +51,8 @@ _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and r
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
 # coordinator dedupes by identity, this only keeps one process from sending the same one twice)
 _PR_SET_PDEATHSIG = 1
+# Atheris's own Setup and Fuzz, for this process to call: a harness's calls are no-ops (`fuzz`).
+_SETUP, _FUZZ = atheris.Setup, atheris.Fuzz
 
 
 class _Timeout(BaseException):
@@ -105,7 +107,6 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     _die_with_parent()
     spec = request.task.options
     module_name, _, attr = request.task.target.partition(":")
-    setup, run_fuzzer = atheris.Setup, atheris.Fuzz  # ours to call; a harness's own are no-ops
     atheris_compat.plain(atheris_compat.IN_FUZZ_SLICE)
     asked_all: list[bool] = []
     atheris.instrument_all = lambda: asked_all.append(True)  # the harness's call: done below
@@ -182,12 +183,12 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         else:
             setitimer(vtimer, 0)
 
-    setup(args, one_input)
+    _SETUP(args, one_input)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.
     with atheris.instrument_imports(include=under_test) if under_test else contextlib.nullcontext():
-        run_fuzzer()  # runs until the parent ends the process
+        _FUZZ()  # runs until the parent ends the process
     raise RuntimeError("libFuzzer returned")
 
 
