@@ -105,6 +105,16 @@ def test_jobs_and_workers_become_worker_ranks(harness: Path, monkeypatch: pytest
     assert args.ranks == 7  # --ranks wins at the launch (cli.py: args.ranks or campaign.ranks)
 
 
+def test_a_harness_that_cannot_be_read_is_one_line(harness: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)  # (root reads any file: no chmod would do)
+    with pytest.raises(dropin.UsageError) as e:
+        dropin.parse(["run", "fuzz/fuzz_x.py"])
+    assert str(e.value) == "fuzz/fuzz_x.py: cannot be read (Permission denied)"
+
+
 def test_the_command_refuses_with_exit_2(harness: Path, tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "symfence", "run", "fuzz/fuzz_x.py", "-seed=4"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
