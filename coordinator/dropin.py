@@ -3,7 +3,7 @@
 An OSS-Fuzz user runs ``python fuzz_x.py corpus/ -max_total_time=600``; ``symfence run fuzz_x.py
 corpus/ -max_total_time=600`` runs a default campaign (hybrid, ``campaign.ranks`` ranks) on
 ``fuzz_x:TestOneInput`` instead (on the function the harness hands to ``atheris.Setup``, if it
-names another: ``coordinator/entrypoint.py``). The libFuzzer flags it takes are translated into config keys
+names another: ``protocol/entrypoint.py``). The libFuzzer flags it takes are translated into config keys
 (``LIBFUZZER_FLAGS``, the one table of them); any other is refused by name, one line, exit 2.
 The corpus folders' files (recursively, as libFuzzer reads them) are the seeds: they are linked
 into ``OUT/seeds`` (the campaign reads one folder). The generated config is written to
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from symfence.coordinator.cli import add_run_options
-from symfence.coordinator.entrypoint import CONVENTION, entry_point
+from symfence.protocol.entrypoint import CONVENTION, entry_point
 
 EXIT_USAGE = 2
 

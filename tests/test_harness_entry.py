@@ -1,8 +1,11 @@
 """Harnesses as found in the wild: a test function not named TestOneInput (the one handed to
-``atheris.Setup``), and ``atheris.Setup``/``atheris.Fuzz`` called at module level, not under
-``__main__`` (coordinator/entrypoint.py, worker/atheris_compat.py). Before, `symfence run` refused
-the first ("has no callable 'TestOneInput'") and the import check of the second started libFuzzer
-on symfence's own command line ("The required directory ... does not exist")."""
+``atheris.Setup``), ``atheris.Setup``/``atheris.Fuzz`` called at module level, not under
+``__main__`` (protocol/entrypoint.py, worker/atheris_compat.py), and a mutator of the harness's
+own handed to ``Setup`` (``custom_mutator=``, worker/fuzz/live_child.py). Before, `symfence run`
+refused the first ("has no callable 'TestOneInput'"), the import check of the second started
+libFuzzer on symfence's own command line ("The required directory ... does not exist"), and the
+third fuzzed without its mutator: a crash behind zlib that Atheris finds in a second was not
+found in 30 s."""
 
 from __future__ import annotations
 
@@ -15,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from symfence.coordinator import dropin
-from symfence.coordinator.entrypoint import entry_point
+from symfence.protocol.entrypoint import entry_point, setup_hooks
 from symfence.tools import ci_discover
-from tests.mpi_helpers import ROOT, run_job, stop_when
+from tests.mpi_helpers import ROOT, logged, run_job, stop_when
 
 
 @pytest.mark.parametrize("source, entry", [
@@ -55,6 +58,58 @@ from tests.mpi_helpers import ROOT, run_job, stop_when
 ])
 def test_the_entry_point_is_what_atheris_setup_is_handed(source: str, entry: str | None) -> None:
     assert entry_point(source) == entry
+
+
+@pytest.mark.parametrize("source, hooks", [
+    ("import sys, atheris\ndef T(d): pass\ndef M(d, n, s): return d\n"
+     "atheris.Setup(sys.argv, T, custom_mutator=M)\n", {"custom_mutator": "M"}),
+    # under main(), both hooks, one a dotted path from a module-level name
+    ("import sys, atheris\ndef T(d): pass\ndef main():\n"
+     "    atheris.Setup(sys.argv, T, enable_python_coverage=True, custom_mutator=adapter.mutate,"
+     " custom_crossover=X)\n", {"custom_mutator": "adapter.mutate", "custom_crossover": "X"}),
+    # the call that hands over the test function, not an earlier one
+    ("import sys, atheris\ndef T(d): pass\nif 0:\n"
+     "    atheris.Setup(sys.argv, lambda d: 0, custom_mutator=A)\n"
+     "atheris.Setup(sys.argv, T, custom_mutator=B)\n", {"custom_mutator": "B"}),
+    # the convention's harness: its first Setup call
+    ("import sys\nfrom atheris import Setup\ndef TestOneInput(d): pass\n"
+     "Setup(sys.argv, lambda d: TestOneInput(d), custom_mutator=M)\n", {"custom_mutator": "M"}),
+    # what cannot be named is left out; no Setup, no hooks
+    ("import sys, atheris\ndef T(d): pass\natheris.Setup(sys.argv, T, custom_mutator=lambda d, n, s: d)\n",
+     {}),
+    ("import sys, atheris\ndef T(d): pass\natheris.Setup(sys.argv, T, custom_mutator=make())\n", {}),
+    ("def TestOneInput(d): pass\n", {}),
+    ("def TestOneInput(d)\n", {}),
+])
+def test_the_mutator_hooks_are_what_atheris_setup_is_handed(source: str, hooks: dict[str, str]) -> None:
+    assert setup_hooks(source) == hooks
+
+
+def test_the_fuzz_process_takes_the_hooks_from_the_module_and_outlives_their_failures(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    from symfence.worker.fuzz import HOOK_FAILED
+    from symfence.worker.fuzz.live_child import _hooks
+
+    (tmp_path / "fuzz_hooked.py").write_text(
+        "import sys, atheris\ndef T(d): pass\nclass adapter:\n    pass\n"
+        "def cross(a, b, n, seed):\n"
+        "    return None if a == b'none' else (a + b)[:n] if a != b'boom' else 1 / 0\n"
+        "def main():\n"
+        "    atheris.Setup(sys.argv, T, custom_mutator=adapter.mutate, custom_crossover=cross)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import fuzz_hooked
+
+    found = tmp_path / "found"
+    found.mkdir()
+    hooks = _hooks(fuzz_hooked, str(found))
+    assert set(hooks) == {"custom_crossover"}  # adapter.mutate does not exist: fuzzed without it
+    cross = hooks["custom_crossover"]
+    assert cross(b"ab", b"cd", 3, 0) == b"abc"
+    assert not (found / HOOK_FAILED).exists()
+    assert cross(b"boom", b"cd", 10, 0) == b"boom"  # raised: the first parent stands in
+    assert cross(b"none", b"cd", 2, 0) == b"no"  # no bytes: the same
+    failed = (found / HOOK_FAILED).read_text()
+    assert failed.count("custom_crossover:") == 1 and "ZeroDivisionError" in failed  # the first failure, once
 
 
 def test_discovery_and_the_drop_in_command_name_that_function(tmp_path: Path) -> None:
@@ -129,3 +184,74 @@ def test_a_wild_harness_runs_finds_and_replays(tmp_path: Path) -> None:
     replay = subprocess.run([sys.executable, "-m", "symfence", "replay", "out"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert replay.returncode == 1 and "still crashes" in replay.stdout, replay.stdout + replay.stderr
+
+
+ZLIB_HARNESS = '''\
+"""A compressed input format and the harness's own mutator (the shape of Atheris's
+custom_mutator example): libFuzzer's mutations of the compressed bytes never pass zlib's checksum."""
+import sys
+import zlib
+
+import atheris
+
+calls = [0]
+
+
+class ZBomb(Exception):
+    pass
+
+
+def CustomMutator(data, max_size, seed):
+    calls[0] += 1
+    if calls[0] == 3:
+        raise ValueError("the harness's mutator failed once")  # libFuzzer's mutation stands in
+    try:
+        plain = zlib.decompress(data)
+    except zlib.error:
+        plain = b"Hi"
+    else:
+        plain = atheris.Mutate(plain, len(plain) + 8)
+    return zlib.compress(plain)
+
+
+def TestOneInput(data):
+    try:
+        plain = zlib.decompress(data)
+    except zlib.error:
+        return
+    if plain[:4] == b"ZBMB":
+        raise ZBomb(plain)
+
+
+def main():
+    atheris.Setup(sys.argv, TestOneInput, custom_mutator=CustomMutator)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.mark.mpi
+@pytest.mark.heavy
+def test_a_harness_with_its_own_mutator_is_fuzzed_with_it(tmp_path: Path) -> None:
+    (tmp_path / "fuzz_zlib.py").write_text(ZLIB_HARNESS)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def saved() -> bool:
+        return (out / "crashes").is_dir() and any("ZBomb" in p.name for p in (out / "crashes").iterdir())
+
+    run = run_job([sys.executable, "-m", "symfence", "run", "fuzz_zlib.py", "-max_total_time=40",
+                   "--out", "out", "--no-status"], cwd=tmp_path, env=env, timeout_s=150,
+                  on_start=stop_when(saved))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert saved(), run.stdout[-3000:]  # without the mutator: not in 40 s (Atheris with it: in a second)
+    events = [e for rank in (1, 2) for e in logged(out, "fuzz.custom_hooks", f"worker-{rank}.jsonl")]
+    assert events
+    assert all(e["hooks"] == {"custom_mutator": "CustomMutator"} and not e["missing"] for e in events)
+    failed = [e for r in (1, 2) for e in logged(out, "fuzz.custom_hook_failed", f"worker-{r}.jsonl")]
+    assert failed and all("the harness's mutator failed once" in e["detail"] for e in failed)  # it went on
+    assert "live_child" not in failed[0]["detail"]  # the harness's frames only
+    assert "quarantined 0" in run.stdout and "task errors 0" in run.stdout, run.stdout[-3000:]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from symfence.coordinator.entrypoint import CONVENTION
+from symfence.protocol.entrypoint import CONVENTION
 from symfence.tools import ci_discover, regressions, sarif
 from symfence.tools.campaign_dir import CampaignDir, CampaignDirError, SavedInput
 

@@ -2,7 +2,7 @@
 
 A harness is any Python file of the repository (tracked, or new and not ignored) that hands a
 function of its own to ``atheris.Setup`` or defines ``TestOneInput`` at its top level
-(``coordinator/entrypoint.py``), whatever its name or folder (``fuzz_x.py`` at the root,
+(``protocol/entrypoint.py``), whatever its name or folder (``fuzz_x.py`` at the root,
 ``fuzz/``, ``tests/fuzz/``, ``x_fuzzer.py``); folders a repository does not own (virtual
 environments, ``site-packages``, hidden folders, build outputs) are never searched. For each
 harness, as OSS-Fuzz lays them out and as the demo has them (``examples/parsers/seeds``):
@@ -31,7 +31,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from symfence.coordinator.entrypoint import entry_point
+from symfence.protocol.entrypoint import entry_point
 
 # Folders a repository holds but does not own: never searched for harnesses or imports.
 _NOT_OWNED = {"venv", "env", "site-packages", "dist-packages", "node_modules", "build", "dist", "out",

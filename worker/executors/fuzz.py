@@ -58,6 +58,7 @@ from symfence.worker import childwire as wire
 from symfence.worker.childproc import ChildProcess
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 from symfence.worker.fuzz.libdict import dict_line
+from symfence.worker.fuzz import HOOK_FAILED
 
 log = structlog.get_logger()
 _ENGINE = "symfence.worker.fuzz.live_child"
@@ -80,6 +81,7 @@ _UNIT_TIMER_OFF_S = 86400
 
 
 _LIBRARY_DICT = re.compile(rb"symfence: (\d+) dictionary tokens from the code under test")  # live_child.py
+_HOOK = re.compile(rb"symfence: the harness's (custom_mutator|custom_crossover) (\S+)( is not)?")  # live_child.py
 _LOG_HEAD = 8 << 20  # the start of a run's log read for it (its instrumentation lines come first)
 _FAULT_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$')
 # symfence's slice child (worker/fuzz/), whose frames are not the target's: judged by where the
@@ -453,15 +455,37 @@ class FuzzExecutor:
     @staticmethod
     def _announce_dictionary(target: str, live: _Live) -> None:
         """One `fuzz.library_dict` event per process start: how many tokens the process read
-        from the code under test (worker/fuzz/libdict.py; its stderr line) beside the campaign's."""
+        from the code under test (worker/fuzz/libdict.py; its stderr line) beside the campaign's;
+        and `fuzz.custom_hooks` when the harness hands Atheris its own mutator or crossover
+        (which the process runs with, or could not find)."""
         try:
             with live.log.open("rb") as fh:
                 fh.seek(live.log_offset)
-                found = _LIBRARY_DICT.search(fh.read(_LOG_HEAD))
+                head = fh.read(_LOG_HEAD)
         except OSError:
             return
+        found = _LIBRARY_DICT.search(head)
         log.info("fuzz.library_dict", target=target, run=live.runs, tokens=int(found.group(1)) if found else 0,
                  campaign_tokens=live.launch_tokens)
+        hooks = {m.group(1).decode(): m.group(2).decode(errors="replace") for m in _HOOK.finditer(head)
+                 if not m.group(3)}
+        missing = [m.group(2).decode(errors="replace") for m in _HOOK.finditer(head) if m.group(3)]
+        if hooks or missing:
+            (log.warning if missing else log.info)("fuzz.custom_hooks", target=target, run=live.runs, hooks=hooks,
+                                                   missing=missing)
+
+    @staticmethod
+    def _announce_hook_failure(target: str, live: _Live) -> None:
+        """The harness's custom mutator or crossover raised (or returned no bytes) in this process:
+        libFuzzer's own mutation stood in (live_child.py); the first failure's traceback, once."""
+        path = live.found / HOOK_FAILED
+        try:
+            text = path.read_text(errors="replace")
+            path.unlink()
+        except OSError:
+            return
+        log.warning("fuzz.custom_hook_failed", target=target, run=live.runs, detail=text.strip()[-2000:],
+                    note="libFuzzer's own mutation stands in whenever the harness's hook fails")
 
     def _drain(self, turn: _Turn) -> None:
         """Take in what the child streamed: its first execution, or why it failed."""
@@ -574,6 +598,7 @@ class FuzzExecutor:
             detail_path.unlink(missing_ok=True)
             found += 1
         candidates.extend(turn.artifacts)
+        self._announce_hook_failure(turn.task.target, live)
         log.info("fuzz.turn", target=turn.task.target, wall_s=round(time.monotonic() - turn.started, 3),
                  cpu_s=round(turn.cpu_s, 3), execs=turn.execs, startup_s=round(turn.startup_s, 3), kept=kept,
                  findings=found + len(turn.artifacts), restarts=turn.restarts)

@@ -39,13 +39,14 @@ from typing import Any, Callable
 
 import atheris
 
+from symfence.protocol.entrypoint import setup_hooks
 from symfence.protocol.pycrash import compact_traceback
 from symfence.worker import atheris_compat
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
-from symfence.worker.fuzz import inplace, libdict
+from symfence.worker.fuzz import HOOK_FAILED, inplace, libdict
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
@@ -103,6 +104,61 @@ def _with_library_dict(args: list[str], harness: str, wanted: Callable[[str], bo
     return [a for a in args if not a.startswith("-dict=")] + [f"-dict={path}"]
 
 
+def _guarded(keyword: str, hook: Callable[..., Any], found: str) -> Callable[..., bytes]:
+    """The harness's hook, except that an exception or a non-bytes answer gives libFuzzer's own
+    mutation of the input instead (Atheris would end the process, and the fuzz stage would restart
+    it for ever); the first failure of each process is written to ``found/HOOK_FAILED``."""
+    told: list[bool] = []
+
+    def fallback(args: tuple[Any, ...]) -> bytes:
+        if keyword == "custom_mutator":
+            return bytes(atheris.Mutate(args[0], args[1]))
+        return bytes(args[0][:args[2]])  # crossover: the first parent
+
+    def call(*args: Any) -> bytes:
+        try:
+            out = hook(*args)
+            if isinstance(out, (bytes, bytearray)):
+                return bytes(out)
+            problem = f"returned {type(out).__name__}, not bytes"
+        except Exception as exc:  # noqa: BLE001 - the harness's bug, not the campaign's end
+            problem = "".join(traceback.format_exception(exc.with_traceback(exc.__traceback__.tb_next
+                                                                            if exc.__traceback__ else None)))
+        if not told:
+            told.append(True)
+            with open(os.path.join(found, HOOK_FAILED), "a") as fh:
+                fh.write(f"{keyword}: {problem.strip()}\n")
+        return fallback(args)
+
+    return call
+
+
+def _hooks(module: Any, found_dir: str) -> dict[str, Callable[..., bytes]]:
+    """The harness's ``custom_mutator``/``custom_crossover`` as its Setup call names them
+    (protocol/entrypoint.py), looked up in the imported module: Atheris runs with them, so the
+    fuzz stage does too. One stderr line each, found or not (the worker logs them)."""
+    try:
+        with open(module.__file__, "rb") as fh:
+            source = fh.read()
+    except (OSError, TypeError, AttributeError):
+        return {}
+    found: dict[str, Callable[..., bytes]] = {}
+    for keyword, dotted in setup_hooks(source).items():
+        obj: Any = module
+        try:
+            for part in dotted.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            obj = None
+        if not callable(obj):
+            print(f"symfence: the harness's {keyword} {dotted} is not a function of its module once imported: "
+                  "libFuzzer's own mutation instead", file=sys.stderr, flush=True)
+            continue
+        found[keyword] = _guarded(keyword, obj, found_dir)
+        print(f"symfence: the harness's {keyword} {dotted}", file=sys.stderr, flush=True)
+    return found
+
+
 def fuzz(request: RunTask, events: Events) -> Outcome:
     _die_with_parent()
     spec = request.task.options
@@ -115,6 +171,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     with atheris.instrument_imports(exclude=list(inplace.NEVER)):
         module = importlib.import_module(module_name)
     fn = getattr(module, attr)
+    hooks = _hooks(module, spec["found_dir"])
     # ... and what was imported before it (inplace.py): the harness's packages, or everything
     # but symfence and Atheris if the harness called instrument_all().
     under_test = list(harness_imports(module_name))  # never symfence nor atheris
@@ -183,7 +240,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         else:
             setitimer(vtimer, 0)
 
-    _SETUP(args, one_input)
+    _SETUP(args, one_input, **hooks)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.
