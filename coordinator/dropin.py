@@ -55,6 +55,13 @@ def _mb(v: str) -> int:
     return x
 
 
+def _mask(v: str) -> int:
+    x = int(v)
+    if not 0 <= x <= 3:
+        raise ValueError(v)
+    return x
+
+
 # flag -> (parse, [(section, key)] it sets). libFuzzer's -timeout is whole seconds per input;
 # symfence takes fractions too. -rss_limit_mb bounds both stages (the engine's RLIMIT_AS too).
 LIBFUZZER_FLAGS: dict[str, tuple[Callable[[str], Any], tuple[tuple[str, str], ...]]] = {
@@ -67,6 +74,11 @@ LIBFUZZER_FLAGS: dict[str, tuple[Callable[[str], Any], tuple[tuple[str, str], ..
     # symfence runs M worker ranks (`worker_ranks`), unless --ranks says otherwise.
     "jobs": (_count, ()),
     "workers": (_count, ()),
+    # What libFuzzer prints, taken and left as symfence has it: the fuzz stage always discards
+    # the target's own output (-close_fd_mask=3, worker/fuzz/live_child.py), and the campaign
+    # always ends with its summary and fuzzer_stats.
+    "close_fd_mask": (_mask, ()),
+    "print_final_stats": (_mask, ()),
 }
 # What libFuzzer does without flags, where symfence's own default differs: gradual length
 # control (short inputs first: executions several times faster on a text parser than the

@@ -27,3 +27,15 @@ def marker(data: bytes) -> None:
         raise ValueError("planted behind a checksum")
     if data[:1] == b"a" and data[1:2] == b"b" and data[2:3] == b"c":
         return
+
+
+def noisy(data: bytes) -> None:
+    """Talks at every input, as libraries do: a `logging` warning (Python's last-resort handler:
+    stderr), a print to stdout and a write to fd 2 below Python, as a C library's message."""
+    import logging
+    import sys
+
+    logging.getLogger("fuzzproc.noisy").warning("cannot parse %r", data[:32])
+    print("parsing", len(data), "bytes")
+    sys.stdout.flush()
+    os.write(2, b"libnoisy: error: unexpected byte at offset 0 of the input\n")

@@ -49,6 +49,13 @@ def test_flags_become_config_keys_and_corpora_the_seeds(harness: Path, tmp_path:
     assert str(tmp_path / "fuzz") == __import__("os").environ["PYTHONPATH"].split(":")[0]
 
 
+def test_flags_of_what_libfuzzer_prints_are_taken_and_change_nothing(harness: Path) -> None:
+    _, plain, _ = dropin.parse(["run", "fuzz/fuzz_x.py", "-max_total_time=30"])
+    _, quiet, _ = dropin.parse(["run", "fuzz/fuzz_x.py", "-max_total_time=30", "-close_fd_mask=3",
+                                "-print_final_stats=1"])
+    assert quiet == plain
+
+
 def test_without_flags_libfuzzer_defaults_and_no_seeds(harness: Path) -> None:
     _, config = dropin.prepare(["run", "fuzz/fuzz_x.py"])
     cfg = parse_config(tomllib.loads(config.read_text()))
@@ -79,6 +86,7 @@ def test_a_harness_run_takes_every_option_of_a_config_run(harness: Path) -> None
     (["-timeout=0"], "-timeout=0: not a valid value"),
     (["-jobs=0"], "-jobs=0: not a valid value"),
     (["-workers=many"], "-workers=many: not a valid value"),
+    (["-close_fd_mask=8"], "-close_fd_mask=8: not a valid value"),
     (["nowhere"], "nowhere: not a corpus folder"),
     (["--bogus"], "--bogus: not an option"),
 ])

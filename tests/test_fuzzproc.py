@@ -46,6 +46,25 @@ def _pid(ex: FuzzExecutor) -> int:
     return live.proc.pid
 
 
+def test_what_the_target_writes_while_it_is_fuzzed_does_not_fill_the_disk(tmp_path):
+    """A target that writes ~200 bytes to stdout/stderr at every execution (a `logging` warning, a
+    print, a C library's write to fd 2): the process's log stays small (libFuzzer's
+    -close_fd_mask=3), while its own report of a native crash still reaches the log (the test above)."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((b"abc",))), "tests.fuzzproc_targets:noisy", 1,
+                      {"slice_s": 3.0, "exec_timeout_s": 0.5}))
+        deadline = time.monotonic() + 120
+        while (outcome := ex.wait(0.05)) is None:
+            assert time.monotonic() < deadline, "the turn did not end"
+        (live,) = ex._lives.values()
+        size = live.log.stat().st_size
+    finally:
+        ex.close()
+    assert outcome.status is ExitKind.OK and outcome.execs > 5000, outcome
+    assert size < 64 << 10, f"{size} bytes of log after {outcome.execs} executions"  # was ~200 per execution
+
+
 def test_native_crash_restarts_only_the_process_and_loses_nothing(tmp_path):
     ex = FuzzExecutor(workdir=str(tmp_path))
     try:
