@@ -22,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -109,6 +110,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
             and config.getoption("testrunuid") is None:
         config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller removes the run's folder (locks, groups) once every worker is done."""
+    run = config.getoption("testrunuid", None)
+    if run and not hasattr(config, "workerinput"):
+        shutil.rmtree(_run_folder(run), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

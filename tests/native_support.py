@@ -3,6 +3,7 @@ the missing tool (tritondse from `.[native]`, a C compiler, AFL++ from `make afl
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import shutil
@@ -33,6 +34,7 @@ def built() -> Path:
     from examples.native.build import build
 
     out = Path(tempfile.mkdtemp(prefix="symfence-native-examples-"))
+    atexit.register(shutil.rmtree, out, True)  # one build per test process, removed when it ends
     build(out, afl=HAVE_AFL)
     return out
 
