@@ -39,3 +39,11 @@ def noisy(data: bytes) -> None:
     print("parsing", len(data), "bytes")
     sys.stdout.flush()
     os.write(2, b"libnoisy: error: unexpected byte at offset 0 of the input\n")
+
+
+def exits(data: bytes) -> None:
+    """Ends its process (os._exit) on an input starting with X; a Python bug behind b"BUG"."""
+    if data[:1] == b"X":
+        os._exit(3)
+    if data[:3] == b"BUG":
+        raise RuntimeError("planted")

@@ -183,6 +183,20 @@ def test_systemexit_and_keyboardinterrupt_raised_by_the_target_are_crashes():
     assert ident("exit_target", b"k") == "KeyboardInterrupt @ triage_targets.exit_target"
 
 
+@pytest.mark.parametrize("status", [0, 10, 11, 12, 3])
+def test_a_target_that_ends_its_process_is_a_crash_at_its_call_whatever_the_status(status):
+    """os._exit(0) once read as a clean run, 10 as a crash, 11 as a hang and 12 as a failed import
+    (the replay's own exit codes); now each is a crash whose traceback names the call."""
+    verdict, detail = _plain("hard_exit_target", bytes([status]))
+    assert verdict is Verdict.CRASHED and f"os._exit({status})" in detail, detail
+    assert identity_from_detail(detail, f"{MOD}:hard_exit_target").key == \
+        "TargetExited @ triage_targets.hard_exit_target"
+
+
+def test_a_process_the_target_forks_still_exits_as_it_asks():
+    assert _plain("hard_exit_target", b"f") == (Verdict.RAN_FINE, "")
+
+
 def test_exceptions_from_c_code_are_named_with_their_module():
     short = ident("c_errors_target", b"C12")
     bad_stream = ident("c_errors_target", b"C\x00\x00\x00\x05hello")

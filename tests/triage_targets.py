@@ -134,6 +134,22 @@ def exit_target(data: bytes) -> None:
         raise KeyboardInterrupt
 
 
+def hard_exit_target(data: bytes) -> None:
+    """Ends its process with the status of the input's first byte (os._exit skips every handler);
+    b"f" forks a child that exits as asked while the target returns."""
+    import os
+
+    if data[:1] == b"f":
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 7, status  # the child's exit is its own
+        return
+    if data:
+        os._exit(data[0])
+
+
 def _chunk(data: bytes) -> bytes:
     (size,) = struct.unpack(">I", data[1:5])  # struct.error on a short header
     return zlib.decompress(data[5:5 + size])  # zlib.error on a bad stream: another bug, same function

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from typing import Protocol
 
 from symfence.worker import childwire as wire
+from symfence.worker import target_exit
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase
 
 
@@ -99,6 +100,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     module, fd_in, fd_out = argv[0], int(argv[1]), int(argv[2])
     scratch = argv[3] if len(argv) > 3 else ""
+    target_exit.guard()  # a target's os._exit is its crash, not this process's end
     factory: Callable[[str], Handler] = importlib.import_module(module).handler
     inbox = Connection(fd_in, writable=False)
     outbox = Connection(fd_out, readable=False)

@@ -40,6 +40,8 @@ data = sys.stdin.buffer.read()
 module_name, _, function_name = spec.partition(":")
 from symfence.worker.atheris_compat import plain  # (sys.path is the parent's: PYTHONPATH)
 plain()  # an Atheris harness's libFuzzer-only calls, module-level Setup and Fuzz too: no-ops
+from symfence.worker.target_exit import guard
+guard()  # the target's os._exit raises: its traceback and our verdict, not its exit status as one
 try:
     target = getattr(importlib.import_module(module_name), function_name)
 except BaseException:

@@ -41,7 +41,7 @@ import atheris
 
 from symfence.protocol.entrypoint import setup_hooks
 from symfence.protocol.pycrash import compact_traceback
-from symfence.worker import atheris_compat
+from symfence.worker import atheris_compat, target_exit
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.harness_imports import harness_imports
@@ -72,7 +72,7 @@ def _on_vtalrm(signum: int, frame: Any) -> None:
 
 
 def _signature(exc: BaseException) -> str:
-    tb = traceback.extract_tb(exc.__traceback__)
+    tb = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != target_exit.__file__]
     where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
     return f"{type(exc).__name__}@{where}"
 
@@ -83,7 +83,7 @@ def _die_with_parent() -> None:
     except (OSError, AttributeError):  # not Linux: the parent's close() still kills the group
         pass
     if os.getppid() == 1:  # the parent died before the request arrived
-        os._exit(1)
+        target_exit.real_exit(1)
 
 
 def _with_library_dict(args: list[str], harness: str, wanted: Callable[[str], bool], path: str) -> list[str]:
