@@ -12,7 +12,8 @@ stops early (e.g. out of memory) until the budget is used. ``SYMFENCE_ATHERIS_HO
 separated, e.g. ``RegEx,str``) turns on those Atheris hooks (``atheris.enabled_hooks``) before the
 import; ``SYMFENCE_LIBRARY_DICT=FILE`` writes the library's constants to FILE and passes it as
 ``-dict`` (what symfence's fuzz process adds; ``SYMFENCE_LIBRARY_DICT_LIMIT``: at most that
-many): ``bench_harnesses --variants`` measures what each pays.
+many): ``bench_harnesses --variants`` measures what each pays. A ``custom_mutator`` or
+``custom_crossover`` the harness hands to its own ``atheris.Setup`` is handed to Atheris here too.
 """
 
 from __future__ import annotations
@@ -85,8 +86,25 @@ def main() -> None:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
-    atheris.Setup(sys.argv, one_input)
+    atheris.Setup(sys.argv, one_input, **_hooks(module))
     atheris.Fuzz()
+
+
+def _hooks(module: object) -> dict[str, object]:
+    """The harness's custom_mutator/custom_crossover, as its own Setup call hands them to Atheris."""
+    from symfence.protocol.entrypoint import setup_hooks
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        return {}
+    hooks = {}
+    for keyword, dotted in setup_hooks(Path(path).read_bytes()).items():
+        obj = module
+        for part in dotted.split("."):
+            obj = getattr(obj, part, None)
+        if callable(obj):
+            hooks[keyword] = obj
+    return hooks
 
 
 if __name__ == "__main__":

@@ -25,6 +25,11 @@ three harnesses. ``uptime``'s load average is recorded before and after. Results
 once per harness (plain, ``-use_value_profile=1``, the ``RegEx``/``str`` hooks, the library's
 constants as ``-dict``; ``--variants library_dict`` picks some) and compares the
 lines each corpus adds (``bench/results/harness_variants.{json,md}``).
+
+``--file PATH:PACKAGE`` (repeatable) adds a harness of your own, wherever it is: its folder goes
+on ``PYTHONPATH`` for both sides and the replay, its test function is the one it hands to
+``atheris.Setup`` (``protocol/entrypoint.py``), and PACKAGE is what the lines are counted over.
+With ``--file`` and no ``--harnesses``, only the files run: how an unseen set is measured.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any
 
 from bench.bench_parsers import run_atheris
 from bench.common import RESULTS, save
+from symfence.protocol.entrypoint import CONVENTION, entry_point
 from tests.mpi_helpers import ROOT as ROOT_DIR
 
 HARNESS_DIR = ROOT_DIR / "examples" / "harnesses"
@@ -77,6 +83,33 @@ EXTRA: dict[str, tuple[str, bool, Path, Path | None]] = {
     "fuzz_json_key": ("json", False, ROOT_DIR / "examples" / "engine_only",
                       ROOT_DIR / "examples" / "engine_only" / "seeds"),
 }
+
+
+def add_file(arg: str) -> str:
+    """``--file PATH:PACKAGE``: a harness of the user's into EXTRA (and its folder onto
+    PYTHONPATH, for both sides and the replay); returns its name."""
+    path_text, sep, package = arg.rpartition(":")
+    path = Path(path_text).resolve()
+    if not sep or not package or path.suffix != ".py" or not path.is_file():
+        raise SystemExit(f"--file {arg}: not PATH.py:PACKAGE")
+    if path.stem in HARNESSES or (path.stem in EXTRA and EXTRA[path.stem][2] != path.parent):
+        raise SystemExit(f"--file {arg}: another harness is already named {path.stem}")
+    source = path.read_text(errors="replace")
+    EXTRA[path.stem] = (package, "FuzzedDataProvider" in source, path.parent, None)
+    ENTRIES[path.stem] = entry_point(source) or CONVENTION
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(path.parent), os.environ.get("PYTHONPATH")) if p)
+    return path.stem
+
+
+ENTRIES: dict[str, str] = {}  # --file harnesses: the test function (the bundled ones: TestOneInput)
+
+
+def _spec(name: str) -> str:
+    """``module:function`` of a harness, as the Atheris side and the replay import it."""
+    folder = _where(name)[0]
+    if name in ENTRIES:  # on PYTHONPATH (add_file)
+        return f"{name}:{ENTRIES[name]}"
+    return f"{folder.relative_to(ROOT_DIR).as_posix().replace('/', '.')}.{name}:TestOneInput"
 
 
 def _where(name: str) -> tuple[Path, Path | None]:
@@ -166,8 +199,8 @@ def variants(names: list[str], budget_s: float, chosen: list[str]) -> None:
     load_before = uptime()
     with tempfile.TemporaryDirectory(prefix="bench-variants-") as tmpdir:
         for name in names:
-            package, _ = HARNESSES[name]
-            spec = f"examples.harnesses.{name}:TestOneInput"
+            package = HARNESSES[name][0] if name in HARNESSES else EXTRA[name][0]
+            spec = _spec(name)
             tmp = Path(tmpdir) / name
             procs, start = {}, time.time()
             for variant in chosen:
@@ -196,8 +229,12 @@ def variants(names: list[str], budget_s: float, chosen: list[str]) -> None:
                 files = sorted((folder / "corpus").glob("*")) + sorted(p for p in (folder / "crashes").glob("*") if p.is_file())
                 added = _replay(spec, package, {"start": start, "files": files}, folder)["lines"] - base
                 runs[name][variant] = {"execs": int(found[-1]) if found else 0, "wall_s": round(wall, 1), "added": added}
-            plain = runs[name]["plain"]["added"] or 1
-            rows.append([name, *(f"+{runs[name][v]['added']} ({runs[name][v]['added'] / plain:.2f}x), "
+            plain = runs[name]["plain"]["added"]
+
+            def vs_plain(added: int, plain: int = plain) -> str:  # a ratio only over a plain run that added lines
+                return f"{added / plain:.2f}x" if plain > 0 else "-"
+
+            rows.append([name, *(f"{runs[name][v]['added']:+d} ({vs_plain(runs[name][v]['added'])}), "
                                  f"{runs[name][v]['execs'] / runs[name][v]['wall_s']:.0f}/s" for v in chosen)])
             print(" | ".join(rows[-1]), flush=True)
     headers = ["harness", *(f"{v}: added lines (vs plain), execs/wall-s" for v in chosen)]
@@ -212,13 +249,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budget", type=float, default=90.0, help="seconds per run (default %(default)s)")
     p.add_argument("--harnesses", nargs="*", choices=[*HARNESSES, *EXTRA],
                    help=f"default: all of examples/harnesses (not the extra: {', '.join(EXTRA)})")
+    p.add_argument("--file", action="append", default=[], metavar="PATH:PACKAGE",
+                   help="a harness file of your own and the package its lines are counted over (repeatable)")
     p.add_argument("--results", default="harnesses",
                    help="name of the result files under bench/results (runs at once need their own)")
     p.add_argument("--variants", nargs="?", const=",".join(VARIANTS), default=None,
                    help="instead: Atheris alone, plain and with each named variant at once (default: all of "
                         f"{', '.join(VARIANTS)})")
     args = p.parse_args(argv)
-    names = args.harnesses or list(HARNESSES)
+    files = [add_file(f) for f in args.file]
+    names = (args.harnesses or ([] if files else list(HARNESSES))) + files
     if args.variants is not None:
         chosen = [v for v in args.variants.split(",") if v]
         if unknown := [v for v in chosen if v not in VARIANTS]:
@@ -231,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-harnesses-") as tmpdir:
         for name in names:
             package, fdp = HARNESSES[name] if name in HARNESSES else EXTRA[name][:2]
-            spec = f"{_where(name)[0].relative_to(ROOT_DIR).as_posix().replace('/', '.')}.{name}:TestOneInput"
+            spec = _spec(name)
             tmp = Path(tmpdir) / name
             load = uptime()
             hybrid, atheris = side_by_side(tmp, name, spec, args.budget)
