@@ -109,17 +109,18 @@ def _guarded(keyword: str, hook: Callable[..., Any], found: str) -> Callable[...
     mutation of the input instead (Atheris would end the process, and the fuzz stage would restart
     it for ever); the first failure of each process is written to ``found/HOOK_FAILED``."""
     told: list[bool] = []
+    limit = 1 if keyword == "custom_mutator" else 2  # (data, max_size, seed) / (data1, data2, max_out_size, seed)
 
     def fallback(args: tuple[Any, ...]) -> bytes:
         if keyword == "custom_mutator":
             return bytes(atheris.Mutate(args[0], args[1]))
-        return bytes(args[0][:args[2]])  # crossover: the first parent
+        return bytes(args[0][:args[limit]])  # crossover: the first parent
 
     def call(*args: Any) -> bytes:
         try:
             out = hook(*args)
             if isinstance(out, (bytes, bytearray)):
-                return bytes(out)
+                return bytes(out[:args[limit]])  # at most what libFuzzer asked for
             problem = f"returned {type(out).__name__}, not bytes"
         except Exception as exc:  # noqa: BLE001 - the harness's bug, not the campaign's end
             problem = "".join(traceback.format_exception(exc.with_traceback(exc.__traceback__.tb_next
