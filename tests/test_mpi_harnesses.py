@@ -164,4 +164,4 @@ def test_unknown_libfuzzer_flag_is_refused_by_name(harness: Path) -> None:
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
         "symfence: -runs: a libFuzzer flag symfence does not take (it takes -max_total_time, -timeout,"
-        " -rss_limit_mb, -dict, -max_len, -jobs, -workers)"]
+        " -rss_limit_mb, -dict, -max_len, -jobs, -workers, -close_fd_mask, -print_final_stats)"]
