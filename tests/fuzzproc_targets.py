@@ -29,9 +29,10 @@ def marker(data: bytes) -> None:
         return
 
 
-def noisy(data: bytes) -> None:
+def noisy_exits(data: bytes) -> None:
     """Talks at every input, as libraries do: a `logging` warning (Python's last-resort handler:
-    stderr), a print to stdout and a write to fd 2 below Python, as a C library's message."""
+    stderr), a print to stdout and a write to fd 2 below Python, as a C library's message. Ends
+    its process (os._exit) on an input starting with X; a Python bug behind b"BUG"."""
     import logging
     import sys
 
@@ -39,10 +40,6 @@ def noisy(data: bytes) -> None:
     print("parsing", len(data), "bytes")
     sys.stdout.flush()
     os.write(2, b"libnoisy: error: unexpected byte at offset 0 of the input\n")
-
-
-def exits(data: bytes) -> None:
-    """Ends its process (os._exit) on an input starting with X; a Python bug behind b"BUG"."""
     if data[:1] == b"X":
         os._exit(3)
     if data[:3] == b"BUG":
