@@ -44,3 +44,14 @@ def noisy_exits(data: bytes) -> None:
         os._exit(3)
     if data[:3] == b"BUG":
         raise RuntimeError("planted")
+
+
+def c_exit(data: bytes) -> None:
+    """Ends its process below Python (C's _exit, as native code may) on the input b"Xabc" alone (by
+    checksum: mutation rarely makes it again); a Python bug behind b"BUG"."""
+    import ctypes
+
+    if zlib.crc32(data) == 0xE5986081:  # crc32(b"Xabc")
+        ctypes.CDLL(None)._exit(5)
+    if data[:3] == b"BUG":
+        raise RuntimeError("planted")

@@ -73,6 +73,33 @@ def test_a_noisy_target_that_ends_its_process_neither_fills_the_disk_nor_loops(t
     assert any(k.startswith(b"BUG") for k in crashes)  # and it went on fuzzing
 
 
+def test_an_input_that_ends_the_process_below_python_is_named_by_the_shared_record(tmp_path):
+    """C's _exit leaves neither libFuzzer's artifact nor a Python exception: the parent reads the
+    input the target was running from the file both map, reports it once as a crash and drops it
+    from the corpus, so the restart loads the corpus without dying again."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        turns = [_turn_of(ex, "tests.fuzzproc_targets:c_exit", (b"Xabc", b"hello"), (b"BUG",))]
+        turns.append(_turn_of(ex, "tests.fuzzproc_targets:c_exit"))
+    finally:
+        ex.close()
+    crashes = [c for t in turns for c in t.candidates if c.kind is ExitKind.CRASH]
+    ended = [c for c in crashes if "ProcessEnded" in c.detail]
+    assert len(ended) == 1 and ended[0].data == b"Xabc", crashes
+    assert "exited with status 5 inside the target" in ended[0].detail
+    assert sum(t.stats["fuzz_restarts"] for t in turns) <= 1, [t.stats for t in turns]  # no restart loop
+    assert any(c.data.startswith(b"BUG") for c in crashes) and turns[-1].execs > 1000
+
+
+def _turn_of(ex: FuzzExecutor, target: str, entries=(), tokens=(), slice_s: float = 2.0):
+    ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(tuple(entries), tuple(tokens))), target, 1,
+                  {"slice_s": slice_s, "exec_timeout_s": 0.5}))
+    deadline = time.monotonic() + 120
+    while (outcome := ex.wait(0.05)) is None:
+        assert time.monotonic() < deadline, "the turn did not end"
+    return outcome
+
+
 def test_native_crash_restarts_only_the_process_and_loses_nothing(tmp_path):
     ex = FuzzExecutor(workdir=str(tmp_path))
     try:

@@ -55,10 +55,10 @@ import structlog
 from symfence.protocol.fuzzslice import unpack_spec
 from symfence.protocol.options import FuzzOptions
 from symfence.worker import childwire as wire
-from symfence.worker.childproc import ChildProcess
+from symfence.worker.childproc import ChildProcess, describe_exit
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 from symfence.worker.fuzz.libdict import dict_line
-from symfence.worker.fuzz import HOOK_FAILED
+from symfence.worker.fuzz import HOOK_FAILED, SHARED_BYTES
 
 log = structlog.get_logger()
 _ENGINE = "symfence.worker.fuzz.live_child"
@@ -365,12 +365,12 @@ class FuzzExecutor:
         if live.tokens:
             args.append(f"-dict={live.dictionary}")
         counter_path = live.folder / f"counter-{live.runs}"
-        counter_path.write_bytes(bytes(8))
+        counter_path.write_bytes(bytes(SHARED_BYTES))
         options = {"libfuzzer_args": args, "found_dir": str(live.found), "counter_path": str(counter_path),
                    "exec_timeout_s": opts.exec_timeout_s, "library_dict": opts.library_dict}
         self._unmap(live)
         with counter_path.open("r+b") as fh:
-            live.counter_map = mmap.mmap(fh.fileno(), 8)
+            live.counter_map = mmap.mmap(fh.fileno(), SHARED_BYTES)
         live.counter = memoryview(live.counter_map).cast("Q")
         live.log_offset = live.log.stat().st_size
         live.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(live.log))
@@ -524,7 +524,9 @@ class FuzzExecutor:
             run_log = fh.read().decode(errors="replace")
         ran = live.entered_at is not None
         hang = live.hang_signalled
+        running, how = self._running_input(live), describe_exit(live.proc.returncode or 0)
         self._end(live)
+        reported = False
         for path in sorted(live.artifacts.iterdir()):
             prefix = path.name.split("-", 1)[0]
             kind = _ARTIFACT_KINDS.get(prefix)
@@ -538,13 +540,12 @@ class FuzzExecutor:
                     "libFuzzer: deadly signal", "no execution finished in time (native code or a blocking call)")
             data = path.read_bytes()
             path.unlink()
-            if detail not in live.native_seen:  # the same stack again: its input only leaves the corpus
-                live.native_seen.add(detail)
-                turn.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
-                turn.cut = True  # a new stack: answered now (the next turn starts the process again)
-            # A corpus file that kills the process would kill every restart while loading the
-            # corpus: it leaves the fuzzer's corpus (it is reported as a finding instead).
-            (live.corpus / hashlib.sha1(data).hexdigest()).unlink(missing_ok=True)
+            reported = True
+            self._killer(turn, data, kind, detail)
+        if not reported and not hang and running is not None:  # it died inside the target, silently
+            self._killer(turn, running, ExitKind.CRASH,
+                         f"Traceback (most recent call last):\nProcessEnded: the fuzz process {how} inside the "
+                         "target without a report (native code's exit, or the kernel's out-of-memory killer)\n")
         if not ran:  # import error, bad target, ...: a restart would fail the same way
             turn.error = "fuzz process ran no input:\n" + run_log[-4000:]
             return self._answer(turn)
@@ -553,6 +554,25 @@ class FuzzExecutor:
         turn.restarts += 1
         self._launch(turn)
         return None
+
+    @staticmethod
+    def _killer(turn: _Turn, data: bytes, kind: ExitKind, detail: str) -> None:
+        """An input that ended the process: a finding once per stack (detail), and out of the corpus."""
+        live = turn.live
+        if detail not in live.native_seen:  # the same stack again: its input only leaves the corpus
+            live.native_seen.add(detail)
+            turn.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
+            turn.cut = True  # a new stack: answered now (the next turn starts the process again)
+        # A corpus file that kills the process would kill every restart while loading the corpus:
+        # it leaves the fuzzer's corpus (it is reported as a finding instead).
+        (live.corpus / hashlib.sha1(data).hexdigest()).unlink(missing_ok=True)
+
+    @staticmethod
+    def _running_input(live: _Live) -> bytes | None:
+        """The input the process was running when it ended (the shared file), or None."""
+        if live.counter is None or live.counter_map is None or not live.counter[1]:
+            return None
+        return bytes(live.counter_map[16:16 + live.counter[1] - 1])
 
     # -- the answer ---------------------------------------------------------------------------
 

@@ -1,3 +1,10 @@
 """The long-lived fuzz process's side (live_child.py) and what its parent shares with it."""
 
 HOOK_FAILED = "hook-failed.txt"  # in found/: a harness's custom mutator failed (live_child.py, executors/fuzz.py)
+
+# The file both map (``counter_path``): the execution count (8 bytes), the length + 1 of the input
+# the target is running (8 bytes; 0 between inputs, or for one longer than LAST_INPUT_MAX), then
+# that input. When the process dies without libFuzzer's report (native code's _exit, the kernel's
+# OOM killer), the parent still knows which input it was running.
+LAST_INPUT_MAX = 1 << 16
+SHARED_BYTES = 16 + LAST_INPUT_MAX

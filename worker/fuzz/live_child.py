@@ -15,8 +15,9 @@ the parent drops there while it runs - how the engine's and other workers' finds
 A Python exception or CPU time-out inside the target does not end the run: the harness catches
 it, records the input once per distinct signature (``found/crash-<sha1>`` plus a ``.txt`` with the
 traceback, or ``found/hang-<sha1>``) and returns, so libFuzzer keeps going. Every execution
-stores the execution count in an 8-byte shared counter (``counter_path``, mapped by the parent:
-its progress and its native-hang watchdog). libFuzzer's and Atheris's wall-clock unit timer is
+stores the execution count in a file the parent maps too (``counter_path``: its progress and its
+native-hang watchdog), beside the input the target is running (``worker.fuzz.SHARED_BYTES``: the
+parent's record of an input that ends the process without libFuzzer's report). libFuzzer's and Atheris's wall-clock unit timer is
 set to a day (``-timeout=86400``): the parent stops the process (SIGSTOP) while the engine has the core, which
 that timer would take for a hang. ``faulthandler`` is on, so a native crash (or the parent's
 SIGSEGV for a native hang) leaves the Python stack in the log. The process asks the kernel to
@@ -46,7 +47,7 @@ from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
-from symfence.worker.fuzz import HOOK_FAILED, inplace, libdict
+from symfence.worker.fuzz import HOOK_FAILED, LAST_INPUT_MAX, SHARED_BYTES, inplace, libdict
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
@@ -194,8 +195,9 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     signatures = os.path.join(found, "signatures.list")  # shared by the restarts of the process
     seen: set[str] = set(open(signatures).read().splitlines()) if os.path.exists(signatures) else set()
     with open(spec["counter_path"], "r+b") as fh:
-        counter_map = mmap.mmap(fh.fileno(), 8)
-    counter = memoryview(counter_map).cast("Q")
+        counter_map = mmap.mmap(fh.fileno(), SHARED_BYTES)
+    counter = memoryview(counter_map).cast("Q")  # [0] executions, [1] the running input's length + 1
+    running = memoryview(counter_map)[16:]
     state = {"execs": 0, "capped": 0}
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
@@ -226,6 +228,9 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             events.entered(Phase.INPUT)
         state["execs"] += 1
         counter[0] = state["execs"]
+        if len(data) <= LAST_INPUT_MAX:  # for the parent, if this input ends the process silently
+            running[:len(data)] = data
+            counter[1] = len(data) + 1
         setitimer(vtimer, exec_timeout, 0.05)
         try:
             _armed[0] = True
@@ -244,6 +249,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
                    lambda e=exc: compact_traceback("".join(traceback.format_exception(e)))[-16000:])
         else:
             setitimer(vtimer, 0)
+        counter[1] = 0
 
     _SETUP(args, one_input, **hooks)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
