@@ -142,6 +142,7 @@ class _Live:
     progress_at: float = 0.0  # ... and when (wall, running time only)
     progress_cpu: float = 0.0  # ... and the child's CPU then
     hang_signalled: bool = False  # the watchdog sent SIGSEGV for a native hang
+    parent_killed: bool = False  # this parent ended the process (not started in time, a bad message)
     stamp_ns: int = 0  # the last mtime given to imported entries (and the corpus folder)
     native_seen: set[str] = field(default_factory=set)  # what ended the process, once per stack
     startup_s: float = 0.0  # this run's start-up: launch to first execution
@@ -261,6 +262,7 @@ class FuzzExecutor:
             if live.entered_at is not None:
                 self._watchdog(turn, now)
             elif now - live.launched_at > _START_LIMIT_S:
+                live.parent_killed = True
                 live.proc.kill_group()  # ends as a process that never ran an input
                 continue
             first_start = live.entered_at is None and live.runs == 1  # its first answer says if it runs
@@ -375,7 +377,7 @@ class FuzzExecutor:
         live.log_offset = live.log.stat().st_size
         live.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(live.log))
         live.launched_at = time.monotonic()
-        live.entered_at, live.reported, live.hang_signalled = None, 0, False
+        live.entered_at, live.reported, live.hang_signalled, live.parent_killed = None, 0, False, False
         self._mark_progress(live, live.launched_at)
         live.runs += 1
         live.launch_tokens = len(live.tokens)
@@ -503,12 +505,14 @@ class FuzzExecutor:
                 elif isinstance(message, wire.Done):  # the harness failed before fuzzing
                     with live.log.open("a") as log:
                         log.write(message.outcome.error)
+                    live.parent_killed = True
                     proc.kill_group()
         except (EOFError, OSError):
             return  # it ended: the exit check sees it
         except wire.ChildProtocolError as exc:
             with live.log.open("a") as log:
                 log.write(f"fuzz child sent a malformed message: {exc}\n")
+            live.parent_killed = True
             proc.kill_group()
 
     def _process_ended(self, turn: _Turn) -> Outcome | None:
@@ -542,7 +546,7 @@ class FuzzExecutor:
             path.unlink()
             reported = True
             self._killer(turn, data, kind, detail)
-        if not reported and not hang and running is not None:  # it died inside the target, silently
+        if not reported and not hang and not live.parent_killed and running is not None:  # silently, in the target
             self._killer(turn, running, ExitKind.CRASH,
                          f"Traceback (most recent call last):\nProcessEnded: the fuzz process {how} inside the "
                          "target without a report (native code's exit, or the kernel's out-of-memory killer)\n")
