@@ -193,6 +193,26 @@ def test_a_target_that_ends_its_process_is_a_crash_at_its_call_whatever_the_stat
         "TargetExited @ triage_targets.hard_exit_target"
 
 
+def test_the_line_coverage_of_inputs_that_end_the_process_is_still_reported(tmp_path):
+    """symfence coverage and the benchmarks' replay (tools/linecov.py) run every input in one
+    process: an input calling os._exit used to end it, and the report with it."""
+    import json
+    import subprocess
+    import sys
+
+    listing = tmp_path / "inputs.txt"
+    paths = []
+    for name, data in (("ends", b"\x03"), ("fine", b"")):  # (exit_target's b"x": sys.exit, the same)
+        (tmp_path / name).write_bytes(data)
+        paths.append(str(tmp_path / name))
+    listing.write_text("\n".join(paths))
+    run = subprocess.run([sys.executable, "-m", "symfence.tools.linecov", f"{MOD}:hard_exit_target", "5",
+                          str(listing), "--modules", MOD], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["lines"] > 0 and any("TargetExited" in sig for sig in report["exceptions"]), report
+
+
 def test_a_process_the_target_forks_still_exits_as_it_asks():
     assert _plain("hard_exit_target", b"f") == (Verdict.RAN_FINE, "")
 

@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Iterable
 
-from symfence.worker import atheris_compat
+from symfence.worker import atheris_compat, target_exit
 
 import coverage
 
@@ -88,6 +88,7 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
     hangs = count = 0
     signal.signal(signal.SIGALRM, _alarm)
     atheris_compat.plain()  # a harness's libFuzzer-only calls (module-level Fuzz() too): no-ops
+    target_exit.guard()  # an input that calls os._exit is an exception here, not the report's end
     cov.start()
     try:
         module_name, _, function_name = spec.partition(":")
@@ -102,7 +103,9 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
                 hangs += 1
             except RecursionError as exc:
                 found.setdefault(signature(exc), name)
-            except Exception as exc:  # noqa: BLE001 (every escaping exception is a finding)
+            # Every escaping exception is a finding; a target's sys.exit or os._exit (target_exit.py)
+            # too, which used to end the report.
+            except (Exception, SystemExit, target_exit.TargetExited) as exc:  # noqa: BLE001
                 found.setdefault(signature(exc), name)
             finally:
                 _armed[0] = False
