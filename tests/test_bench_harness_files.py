@@ -34,3 +34,12 @@ def test_a_bad_file_argument_is_one_line(tmp_path: Path, clean: None, arg: str) 
     (tmp_path / "fuzz_toml.py").write_text("def TestOneInput(d): pass\n")  # a bundled harness's name
     with pytest.raises(SystemExit, match="--file"):
         bh.add_file(arg.format(h=tmp_path / "fuzz_x.py", dir=tmp_path, toml=tmp_path / "fuzz_toml.py"))
+
+
+def test_repeated_runs_of_a_harness_stand_as_their_median() -> None:
+    runs = [{"lines_ratio": x, "execs_ratio": e, "hybrid": {"engine_share": s}}
+            for x, e, s in ((0.64, 1.0, 0.3), (1.10, 0.9, 0.2), (0.90, 1.2, 0.1))]
+    median = bh._median_of(runs)
+    assert median["lines_ratio"] == 0.90 and median["hybrid"]["engine_share"] == 0.1  # the median run
+    assert median["execs_ratio"] == 1.0  # each ratio's own median
+    assert [r["lines_ratio"] for r in median["repeats"]] == [0.64, 1.10, 0.90]
