@@ -86,25 +86,10 @@ def main() -> None:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
-    atheris.Setup(sys.argv, one_input, **_hooks(module))
+    from symfence.worker.fuzz.live_child import harness_hooks  # the harness's custom_mutator & co.
+
+    atheris.Setup(sys.argv, one_input, **{k: f for k, _, f in harness_hooks(module) if f is not None})
     atheris.Fuzz()
-
-
-def _hooks(module: object) -> dict[str, object]:
-    """The harness's custom_mutator/custom_crossover, as its own Setup call hands them to Atheris."""
-    from symfence.protocol.entrypoint import setup_hooks
-
-    path = getattr(module, "__file__", None)
-    if not path:
-        return {}
-    hooks = {}
-    for keyword, dotted in setup_hooks(Path(path).read_bytes()).items():
-        obj = module
-        for part in dotted.split("."):
-            obj = getattr(obj, part, None)
-        if callable(obj):
-            hooks[keyword] = obj
-    return hooks
 
 
 if __name__ == "__main__":

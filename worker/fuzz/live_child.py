@@ -135,30 +135,36 @@ def _guarded(keyword: str, hook: Callable[..., Any], found: str) -> Callable[...
     return call
 
 
-def _hooks(module: Any, found_dir: str) -> dict[str, Callable[..., bytes]]:
-    """The harness's ``custom_mutator``/``custom_crossover`` as its Setup call names them
-    (protocol/entrypoint.py), looked up in the imported module: Atheris runs with them, so the
-    fuzz stage does too. One stderr line each, found or not (the worker logs them)."""
+def harness_hooks(module: Any) -> list[tuple[str, str, Callable[..., Any] | None]]:
+    """``(keyword, name as written, function or None)`` for each ``custom_mutator``/
+    ``custom_crossover`` the harness's Setup call names (protocol/entrypoint.py), looked up in the
+    imported module. Also what the benchmarks' Atheris side hands Atheris (bench/atheris_driver.py)."""
     try:
         with open(module.__file__, "rb") as fh:
             source = fh.read()
     except (OSError, TypeError, AttributeError):
-        return {}
-    found: dict[str, Callable[..., bytes]] = {}
+        return []
+    hooks: list[tuple[str, str, Callable[..., Any] | None]] = []
     for keyword, dotted in setup_hooks(source).items():
         obj: Any = module
-        try:
-            for part in dotted.split("."):
-                obj = getattr(obj, part)
-        except AttributeError:
-            obj = None
-        if not callable(obj):
+        for part in dotted.split("."):
+            obj = getattr(obj, part, None)
+        hooks.append((keyword, dotted, obj if callable(obj) else None))
+    return hooks
+
+
+def _hooks(module: Any, found_dir: str) -> dict[str, Callable[..., bytes]]:
+    """The harness's hooks as Atheris runs them, guarded (`_guarded`); one stderr line each,
+    found or not (the worker logs them)."""
+    guarded: dict[str, Callable[..., bytes]] = {}
+    for keyword, dotted, hook in harness_hooks(module):
+        if hook is None:
             print(f"symfence: the harness's {keyword} {dotted} is not a function of its module once imported: "
                   "libFuzzer's own mutation instead", file=sys.stderr, flush=True)
             continue
-        found[keyword] = _guarded(keyword, obj, found_dir)
+        guarded[keyword] = _guarded(keyword, hook, found_dir)
         print(f"symfence: the harness's {keyword} {dotted}", file=sys.stderr, flush=True)
-    return found
+    return guarded
 
 
 def fuzz(request: RunTask, events: Events) -> Outcome:
