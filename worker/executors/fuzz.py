@@ -455,8 +455,8 @@ class FuzzExecutor:
             self._signal(live, signal.SIGSEGV)  # libFuzzer's handler writes the running input
 
     @staticmethod
-    def _announce_dictionary(target: str, live: _Live) -> None:
-        """One `fuzz.library_dict` event per process start: how many tokens the process read
+    def _announce_start(target: str, live: _Live) -> None:
+        """At each process start, one `fuzz.library_dict` event: how many tokens the process read
         from the code under test (worker/fuzz/libdict.py; its stderr line) beside the campaign's;
         and `fuzz.custom_hooks` when the harness hands Atheris its own mutator or crossover
         (which the process runs with, or could not find)."""
@@ -501,7 +501,7 @@ class FuzzExecutor:
                     live.entered_at = message.since
                     live.startup_s = max(0.0, message.since - live.launched_at)
                     turn.startup_s += live.startup_s
-                    self._announce_dictionary(turn.task.target, live)
+                    self._announce_start(turn.task.target, live)
                 elif isinstance(message, wire.Done):  # the harness failed before fuzzing
                     with live.log.open("a") as log:
                         log.write(message.outcome.error)
