@@ -7,6 +7,7 @@ the fuzz process reads this module's constants into libFuzzer's dictionary (work
 from __future__ import annotations
 
 import os
+import time
 import zlib
 
 _FIND_CRC = 0xD118360A  # crc32 of fuzzproc_inputs.ENGINE_FIND (test_fuzzproc checks all three)
@@ -55,3 +56,17 @@ def c_exit(data: bytes) -> None:
         ctypes.CDLL(None)._exit(5)
     if data[:3] == b"BUG":
         raise RuntimeError("planted")
+
+
+def hangs(data: bytes) -> None:
+    """Loops on an input starting with b"H" until the fuzz process's CPU timer interrupts it, and
+    appends the CPU seconds that execution ran to the file named by $FUZZPROC_HANG_LOG."""
+    if data[:1] != b"H":
+        return
+    start = time.process_time()
+    try:
+        while True:
+            pass
+    finally:
+        with open(os.environ["FUZZPROC_HANG_LOG"], "a") as fh:
+            fh.write(f"{time.process_time() - start:.4f}\n")

@@ -102,16 +102,19 @@ def run_campaign(tmp_path: Path, cfg: dict[str, dict[str, Any]], *, ranks: int, 
            "-m", "symfence.coordinator", "--config", str(config), "--out", str(out),
            *(["--no-status"] if no_status else []), *(extra_args or [])]
     done = run_job(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-                   timeout_s=timeout_s, on_start=on_start)
+                   timeout_s=timeout_s, on_start=on_start, out=out)
     return Run(done.returncode, done.stdout, done.stderr, out)
 
 
 def run_job(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
-            on_start: Callable[[subprocess.Popen], None] | None = None) -> subprocess.CompletedProcess:
+            on_start: Callable[[subprocess.Popen], None] | None = None,
+            out: Path | None = None) -> subprocess.CompletedProcess:
     """Run ``cmd`` in a process group of its own (so ``stop_when`` can Ctrl-C all of it); past
-    ``timeout_s`` the whole group is killed and the test fails with both output tails."""
+    ``timeout_s`` the whole group is killed and the test fails with both output tails. ``out``,
+    the campaign's output folder, lets ``stop_when`` see that the campaign is already ending."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+    proc.campaign_out = out  # type: ignore[attr-defined]  # read by stop_when's watcher
     if on_start is not None:
         on_start(proc)
     try:
@@ -153,13 +156,26 @@ def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[
                 proc.watch_error = exc  # type: ignore[attr-defined]  # run_job raises it
                 break
             time.sleep(0.2)
-        if proc.poll() is None:
+        if proc.poll() is None and not _ending(getattr(proc, "campaign_out", None)):
             os.killpg(proc.pid, signal.SIGINT)
 
     def on_start(proc: subprocess.Popen) -> None:
         threading.Thread(target=watch, args=(proc,), daemon=True).start()
 
     return on_start
+
+
+def _ending(out: Path | None) -> bool:
+    """Whether the campaign in ``out`` has logged that it stops (it ends on its own: no Ctrl-C).
+
+    A Ctrl-C then races the job's end: Hydra's mpiexec, forwarding the signal to ranks that have
+    just exited, fails with exit 255 ("unable to send signal downstream") although every rank
+    exited 0 (CI saw it when a native campaign ran out of work as its last finding was saved)."""
+    log = None if out is None else out / "logs" / "coordinator.jsonl"
+    try:
+        return log is not None and '"campaign.stopping"' in log.read_text()
+    except OSError:
+        return False
 
 
 def stop_when_crash(out: Path, *names: str) -> Callable[[subprocess.Popen], None]:

@@ -73,6 +73,32 @@ def test_a_noisy_target_that_ends_its_process_neither_fills_the_disk_nor_loops(t
     assert any(k.startswith(b"BUG") for k in crashes)  # and it went on fuzzing
 
 
+def test_after_its_hang_the_process_cuts_long_executions_short(tmp_path, monkeypatch):
+    """Once the process has hung on an input (reported once), another input that runs long would
+    not be reported and cost the whole time-out: it is cut at 10x the slowest execution that
+    completed (at least 20 ms). Before, an input one mutation from a corpus entry that hangs
+    (a loop behind one compared byte) cost a second each: 4 executions in a 4 s turn."""
+    log = tmp_path / "hang.log"
+    monkeypatch.setenv("FUZZPROC_HANG_LOG", str(log))
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    candidates = []
+    try:
+        for seeds in ((b"H1", b"ok"), (b"H22", b"H333", b"ok2")):  # the hang ends the first turn early
+            ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(seeds, ())), "tests.fuzzproc_targets:hangs",
+                          1, {"slice_s": 2.0, "exec_timeout_s": 0.5}))
+            deadline = time.monotonic() + 120
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() < deadline, "the turn did not end"
+            candidates += outcome.candidates
+    finally:
+        ex.close()
+    ran = sorted(float(line) for line in log.read_text().split())
+    assert ran[-1] >= 0.45 and len(ran) >= 3, ran  # the first hang ran its time-out, later seeds too
+    assert ran[-2] < 0.15, ran  # every later one was cut (CPU seconds: load does not stretch them)
+    hangs = [c for c in candidates if c.kind is ExitKind.HANG]
+    assert len(hangs) == 1 and hangs[0].data[:1] == b"H", candidates
+
+
 def test_an_input_that_ends_the_process_below_python_is_named_by_the_shared_record(tmp_path):
     """C's _exit leaves neither libFuzzer's artifact nor a Python exception: the parent reads the
     input the target was running from the file both map, reports it once as a crash and drops it

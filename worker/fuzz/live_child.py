@@ -53,6 +53,13 @@ _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and r
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
 # coordinator dedupes by identity, this only keeps one process from sending the same one twice)
 _PR_SET_PDEATHSIG = 1
+# Once this process has hung on an input (its hang is recorded once per target and worker, in
+# `signatures.list`), another input that runs long brings nothing (it would not be recorded) and
+# costs the whole time-out: an input one mutation from a corpus entry can hang on every tenth
+# execution (a loop behind a compared byte, which Atheris's comparison hints propose). So from then
+# on an execution is cut at _CUT_TIMES x the slowest one that completed, at least _CUT_FLOOR_S, at
+# most the time-out, as AFL++ fuzzes with a time-out calibrated on the target's speed.
+_CUT_TIMES, _CUT_FLOOR_S = 10.0, 0.02
 # Atheris's own Setup and Fuzz, for this process to call: a harness's calls are no-ops (`fuzz`).
 _SETUP, _FUZZ = atheris.Setup, atheris.Fuzz
 
@@ -204,7 +211,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         counter_map = mmap.mmap(fh.fileno(), SHARED_BYTES)
     counter = memoryview(counter_map).cast("Q")  # [0] executions, [1] the running input's length + 1
     running = memoryview(counter_map)[16:]
-    state = {"execs": 0, "capped": 0}
+    state: dict[str, Any] = {"execs": 0, "capped": 0, "slowest": 0.0, "limit": exec_timeout}
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
@@ -228,6 +235,9 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             fh.write(data)
         os.replace(name + ".tmp", name)
 
+    def cut_long_executions() -> None:
+        state["limit"] = min(exec_timeout, max(_CUT_FLOOR_S, _CUT_TIMES * state["slowest"]))
+
     def one_input(data: bytes) -> None:
         if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
             faulthandler.enable(file=log)  # a native crash leaves the Python stack in the log
@@ -237,7 +247,8 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         if len(data) <= LAST_INPUT_MAX:  # for the parent, if this input ends the process silently
             running[:len(data)] = data
             counter[1] = len(data) + 1
-        setitimer(vtimer, exec_timeout, 0.05)
+        limit = state["limit"]
+        setitimer(vtimer, limit, 0.05)
         try:
             _armed[0] = True
             fn(data)
@@ -246,7 +257,9 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             setitimer(vtimer, 0)
             with open(os.path.join(found, "hangs.list"), "a") as fh:  # kept ones leave the corpus
                 fh.write(hashlib.sha1(data).hexdigest() + "\n")
-            record("hang", data, "hang", lambda: f"execution exceeded {exec_timeout:g} s of CPU time")
+            if limit >= exec_timeout:  # a hang by the campaign's measure: recorded (once), then cut
+                record("hang", data, "hang", lambda: f"execution exceeded {exec_timeout:g} s of CPU time")
+                cut_long_executions()
         except BaseException as exc:  # noqa: BLE001 - anything the target raises is a crash
             _armed[0] = False
             setitimer(vtimer, 0)
@@ -254,7 +267,11 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             record("crash", data, _signature(exc),  # a recursion's frames folded first
                    lambda e=exc: compact_traceback("".join(traceback.format_exception(e)))[-16000:])
         else:
-            setitimer(vtimer, 0)
+            spent = limit - setitimer(vtimer, 0)[0]  # the CPU time it took, from the timer's rest
+            if spent > state["slowest"]:
+                state["slowest"] = spent
+                if limit < exec_timeout:
+                    cut_long_executions()
         counter[1] = 0
 
     _SETUP(args, one_input, **hooks)
