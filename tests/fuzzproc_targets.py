@@ -70,3 +70,10 @@ def hangs(data: bytes) -> None:
     finally:
         with open(os.environ["FUZZPROC_HANG_LOG"], "a") as fh:
             fh.write(f"{time.process_time() - start:.4f}\n")
+
+
+def allocates(data: bytes) -> None:
+    """Fills 400 MB on an input starting with b"M" (past a 300 MB -rss_limit_mb)."""
+    if data[:1] == b"M":
+        blob = bytearray(400 << 20)
+        blob[::4096] = b"x" * len(range(0, 400 << 20, 4096))

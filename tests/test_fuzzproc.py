@@ -99,6 +99,49 @@ def test_after_its_hang_the_process_cuts_long_executions_short(tmp_path, monkeyp
     assert len(hangs) == 1 and hangs[0].data[:1] == b"H", candidates
 
 
+def test_an_input_past_the_memory_limit_is_a_memory_error_not_a_restart(tmp_path):
+    """The process may grow by -rss_limit_mb at most (its address space, as the engine's and the
+    replays' are limited): an input past it raises MemoryError, a finding like any exception, and
+    the process goes on. Before, libFuzzer's once-a-second check of the peak RSS ended the process
+    (blaming whatever input ran then: the empty input once), so every such input one mutation away
+    cost a restart and seconds of filling memory: 0-5,000 executions per 2 s turn against ~200,000."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    candidates, restarts = [], 0
+    try:
+        for seeds in ((b"M", b"ok"), (b"M2",)):
+            ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(seeds, ())),
+                          "tests.fuzzproc_targets:allocates", 1,
+                          {"slice_s": 1.5, "exec_timeout_s": 1.0, "rss_limit_mb": 300}))
+            deadline = time.monotonic() + 120
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() < deadline, "the turn did not end"
+            candidates += [c for c in outcome.candidates if c.kind is not ExitKind.OK]
+            restarts += outcome.stats["fuzz_restarts"]
+    finally:
+        ex.close()
+    assert restarts == 0, candidates
+    assert len(candidates) == 1 and candidates[0].data[:1] == b"M", candidates
+    detail = candidates[0].detail
+    assert "MemoryError" in detail and "in allocates" in detail, detail
+
+
+def test_the_tracer_runs_inputs_under_the_memory_limit_of_the_replays():
+    """The tracer measures what the fuzz process kept, which includes an input that raised
+    MemoryError there; without the limit it filled the memory (3 GiB, seconds), ran past its
+    time-out and was claimed as a hang, which the confirming replay (limited) saw as a crash."""
+    from symfence.worker.realtrace.client import TraceClient
+
+    client = TraceClient()
+    try:
+        client.submit("tests.fuzzproc_targets:allocates", [], 5.0, [b"ok", b"M"], memory_limit_mb=300)
+        deadline = time.monotonic() + 60
+        while (traced := client.poll(0.1)) is None:
+            assert time.monotonic() < deadline, "the batch was not traced"
+    finally:
+        client.close()
+    assert [t.status for t in traced] == ["ok", "crash"] and "MemoryError" in traced[1].detail, traced
+
+
 def test_an_input_that_ends_the_process_below_python_is_named_by_the_shared_record(tmp_path):
     """C's _exit leaves neither libFuzzer's artifact nor a Python exception: the parent reads the
     input the target was running from the file both map, reports it once as a crash and drops it

@@ -61,6 +61,19 @@ def test_an_input_that_does_not_reproduce_is_the_tasks_error(executor):
     assert outcome.status is ExitKind.ERROR and "does not reproduce" in outcome.error
 
 
+def test_an_out_of_memory_input_is_minimized_under_the_campaigns_memory_limit(executor):
+    # The replay that confirmed it ran with the engine's address-space limit; the minimizer ran
+    # without one, so a big allocation succeeded there: "does not reproduce here (ok)", a task error.
+    task = _task(b"M" + b"x" * 30, "tests.fuzzproc_targets:allocates", kind="crash", executor="fuzz",
+                 budget_s=20.0)
+    options = {**task.options, "rss_limit_mb": 300}
+    executor.start(Task(task.token, task.work_id, task.data, task.target, 0, options))
+    outcome = _finish(executor)
+    assert outcome.status is ExitKind.CRASH, outcome.error
+    (cand,) = outcome.candidates
+    assert cand.data == b"M" and "MemoryError" in cand.detail
+
+
 def test_a_minimizer_that_dies_is_an_error_and_a_bad_budget_never_reaches_a_child(executor, tmp_path):
     (tmp_path / "sf_min_dies.py").write_text(textwrap.dedent("""
         import ctypes

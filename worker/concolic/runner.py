@@ -11,10 +11,10 @@ space to the task's ``memory_limit_mb``.
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Mapping
 
 from symfence.protocol.options import EngineOptions
+from symfence.worker.memory_limit import apply_memory_limit
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic import cut
@@ -40,19 +40,6 @@ class _Progress:
 
     def confirming(self) -> None:
         self._events.entered(Phase.ENGINE)
-
-
-def apply_memory_limit(limit_mb: int) -> None:
-    """Limit this process's address space (RLIMIT_AS, like AFL++'s -m) to ``limit_mb``; 0 = none.
-
-    A target that allocates past it gets a MemoryError at once (an ``oom`` finding) instead of
-    swapping until its time limit makes it look like a hang."""
-    soft = resource.RLIM_INFINITY if limit_mb <= 0 else limit_mb << 20
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY or soft > hard):
-        soft = hard
-    if resource.getrlimit(resource.RLIMIT_AS)[0] != soft:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 class ConcolicHandler:

@@ -58,7 +58,7 @@ from symfence.worker import childwire as wire
 from symfence.worker.childproc import ChildProcess, describe_exit
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task
 from symfence.worker.fuzz.libdict import dict_line
-from symfence.worker.fuzz import HOOK_FAILED, SHARED_BYTES
+from symfence.worker.fuzz import DROP_LIST, HOOK_FAILED, SHARED_BYTES
 
 log = structlog.get_logger()
 _ENGINE = "symfence.worker.fuzz.live_child"
@@ -83,6 +83,7 @@ _UNIT_TIMER_OFF_S = 86400
 _LIBRARY_DICT = re.compile(rb"symfence: (\d+) dictionary tokens from the code under test")  # live_child.py
 _HOOK = re.compile(rb"symfence: the harness's (custom_mutator|custom_crossover) (\S+)( is not)?")  # live_child.py
 _LOG_HEAD = 8 << 20  # the start of a run's log read for it (its instrumentation lines come first)
+_OOM_AMOUNT = re.compile(r"(?<=out-of-memory )\([^\n]*?\)")  # "(used: 3070Mb; exceeds: 2048Mb)"
 _FAULT_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$')
 # symfence's slice child (worker/fuzz/), whose frames are not the target's: judged by where the
 # package is (both spellings: the checkout's symlink and the real folder), not by path substrings.
@@ -550,6 +551,7 @@ class FuzzExecutor:
             self._killer(turn, running, ExitKind.CRASH,
                          f"Traceback (most recent call last):\nProcessEnded: the fuzz process {how} inside the "
                          "target without a report (native code's exit, or the kernel's out-of-memory killer)\n")
+        self._drop_listed(live)  # before the restart loads the corpus again
         if not ran:  # import error, bad target, ...: a restart would fail the same way
             turn.error = "fuzz process ran no input:\n" + run_log[-4000:]
             return self._answer(turn)
@@ -560,11 +562,22 @@ class FuzzExecutor:
         return None
 
     @staticmethod
+    def _drop_listed(live: _Live) -> None:
+        """Take the inputs the process listed in DROP_LIST out of its corpus folder."""
+        listed = live.found / DROP_LIST
+        if listed.exists():
+            for sha1 in listed.read_text().split():
+                live.known.add(sha1)
+                (live.corpus / sha1).unlink(missing_ok=True)
+            listed.unlink()
+
+    @staticmethod
     def _killer(turn: _Turn, data: bytes, kind: ExitKind, detail: str) -> None:
         """An input that ended the process: a finding once per stack (detail), and out of the corpus."""
         live = turn.live
-        if detail not in live.native_seen:  # the same stack again: its input only leaves the corpus
-            live.native_seen.add(detail)
+        stack = _OOM_AMOUNT.sub("(...)", detail)  # how much memory differs from one input to the next
+        if stack not in live.native_seen:  # the same stack again: its input only leaves the corpus
+            live.native_seen.add(stack)
             turn.artifacts.append(CandidateOut(data, {}, kind, 0, detail))
             turn.cut = True  # a new stack: answered now (the next turn starts the process again)
         # A corpus file that kills the process would kill every restart while loading the corpus:
@@ -590,12 +603,7 @@ class FuzzExecutor:
             live.reported = live.count()
             live.cpu_answered = _cpu_s(live.proc.pid)
             turn.cpu_s += max(0.0, live.cpu_answered - turn.cpu_mark)
-        hangs_list = live.found / "hangs.list"
-        if hangs_list.exists():  # inputs that hung cost their time-out at every corpus load
-            for sha1 in hangs_list.read_text().split():
-                live.known.add(sha1)
-                (live.corpus / sha1).unlink(missing_ok=True)
-            hangs_list.unlink()
+        self._drop_listed(live)
         candidates: list[CandidateOut] = []
         size = kept = 0
         fresh = [e for e in os.scandir(live.corpus) if e.name not in live.known]

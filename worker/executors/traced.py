@@ -18,6 +18,7 @@ import time
 from dataclasses import replace
 
 from symfence.worker.engine_api import CandidateOut, Executor, ExitKind, Outcome, Task, Turns
+from symfence.worker.memory_limit import limit_of
 from symfence.worker.realtrace.client import TraceClient
 
 TRACE_SLACK = 3.0
@@ -78,7 +79,8 @@ class TracedExecutor:
         if not inputs:
             return False
         timeout = float(task.options.get("exec_timeout_s", 1.0)) * TRACE_SLACK
-        self.client.submit(task.target, include_list(dict(task.options)), timeout, inputs)
+        self.client.submit(task.target, include_list(dict(task.options)), timeout, inputs,
+                           memory_limit_mb=limit_of(task.options))
         self._pending, self._traced_at = outcome, time.perf_counter()
         return True
 

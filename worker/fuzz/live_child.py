@@ -42,12 +42,12 @@ import atheris
 
 from symfence.protocol.entrypoint import setup_hooks
 from symfence.protocol.pycrash import compact_traceback
-from symfence.worker import atheris_compat, target_exit
+from symfence.worker import atheris_compat, memory_limit, target_exit
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.engine_api import Outcome, Phase
-from symfence.worker.fuzz import HOOK_FAILED, LAST_INPUT_MAX, SHARED_BYTES, inplace, libdict
+from symfence.worker.fuzz import DROP_LIST, HOOK_FAILED, LAST_INPUT_MAX, SHARED_BYTES, inplace, libdict
 
 _MAX_FINDINGS = 1024  # per target: one input per distinct signature (type and raising line), at most
 # this many (a bound for code generated at run time; 64 could cut off a large library's bugs: the
@@ -212,6 +212,9 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     counter = memoryview(counter_map).cast("Q")  # [0] executions, [1] the running input's length + 1
     running = memoryview(counter_map)[16:]
     state: dict[str, Any] = {"execs": 0, "capped": 0, "slowest": 0.0, "limit": exec_timeout}
+    drop_list = os.path.join(found, DROP_LIST)
+    rss_limit_mb = next((int(a.split("=", 1)[1]) for a in reversed(spec["libfuzzer_args"])
+                         if a.startswith("-rss_limit_mb=")), 2048)  # libFuzzer's default
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
@@ -235,6 +238,10 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             fh.write(data)
         os.replace(name + ".tmp", name)
 
+    def drop(data: bytes) -> None:
+        with open(drop_list, "a") as fh:
+            fh.write(hashlib.sha1(data).hexdigest() + "\n")
+
     def cut_long_executions() -> None:
         state["limit"] = min(exec_timeout, max(_CUT_FLOOR_S, _CUT_TIMES * state["slowest"]))
 
@@ -255,8 +262,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             _armed[0] = False
         except _Timeout:
             setitimer(vtimer, 0)
-            with open(os.path.join(found, "hangs.list"), "a") as fh:  # kept ones leave the corpus
-                fh.write(hashlib.sha1(data).hexdigest() + "\n")
+            drop(data)  # kept, it would hang at every load of the corpus
             if limit >= exec_timeout:  # a hang by the campaign's measure: recorded (once), then cut
                 record("hang", data, "hang", lambda: f"execution exceeded {exec_timeout:g} s of CPU time")
                 cut_long_executions()
@@ -275,6 +281,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         counter[1] = 0
 
     _SETUP(args, one_input, **hooks)
+    memory_limit.limit_growth(rss_limit_mb)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.

@@ -2,7 +2,8 @@
 
 Run as ``python -m symfence.worker.childserve symfence.worker.realtrace.child ...`` by
 ``worker.realtrace.client.TraceClient``. A request is a ``RunTask`` whose task names the target
-(options ``include``: the coverage include list, ``timeout_s``: one execution's CPU limit) and
+(options ``include``: the coverage include list, ``timeout_s``: one execution's CPU limit,
+``memory_limit_mb``: the process's address-space limit, ``worker.memory_limit``) and
 whose ``inputs`` are the batch; per input it streams ``Entered`` (INPUT, its index) before it
 runs and ``Executed`` after, then ``Done``: OK, or ERROR with the reason the target cannot be
 loaded. ``Entered`` lets the parent name the input if this process dies or hangs.
@@ -16,6 +17,7 @@ from typing import Any
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import ExitKind, Outcome, Phase, TargetLoadError
+from symfence.worker.memory_limit import apply_memory_limit, limit_of
 from symfence.worker.realtrace.tracer import ArcTracer, load_callable, resolve_include
 
 
@@ -27,6 +29,7 @@ class TraceHandler:
         task = request.task
         include = tuple(str(entry) for entry in task.options.get("include", ()))
         timeout_s = float(task.options.get("timeout_s", 0.0))
+        apply_memory_limit(limit_of(task.options))  # as the replays that confirm its inputs
         key = (task.target, include)
         if key not in self._tracers:
             try:

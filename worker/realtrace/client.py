@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from symfence.worker import childwire as wire
 from symfence.worker.childproc import ChildProcess
 from symfence.worker.engine_api import ExitKind, Task
+from symfence.worker.memory_limit import DEFAULT_MB
 from symfence.worker.realtrace.tracer import Traced
 
 _ENGINE = "symfence.worker.realtrace.child"
@@ -27,6 +28,7 @@ class _Batch:
     include: list[str]
     timeout_s: float
     inputs: list[bytes]
+    memory_limit_mb: int
     results: list[Traced | None] = field(default_factory=list)
     next: int = 0  # the first input not yet finished
     offset: int = 0  # the index in ``inputs`` of the current request's first input
@@ -44,8 +46,9 @@ class TraceClient:
         self._batch: _Batch | None = None
         self.restarts = 0
 
-    def submit(self, target: str, include: list[str], timeout_s: float, inputs: list[bytes]) -> None:
-        self._batch = _Batch(target, list(include), timeout_s, list(inputs), [None] * len(inputs))
+    def submit(self, target: str, include: list[str], timeout_s: float, inputs: list[bytes], *,
+               memory_limit_mb: int = DEFAULT_MB) -> None:
+        self._batch = _Batch(target, list(include), timeout_s, list(inputs), memory_limit_mb, [None] * len(inputs))
         self._send_rest()
 
     def _send_rest(self) -> None:
@@ -54,7 +57,8 @@ class TraceClient:
         if self._proc is None:
             self._proc = ChildProcess(_ENGINE, python=self._python)
         b.offset, b.current, b.since = b.next, None, time.monotonic()
-        task = Task("", "", b"", b.target, 0, {"include": b.include, "timeout_s": b.timeout_s})
+        task = Task("", "", b"", b.target, 0, {"include": b.include, "timeout_s": b.timeout_s,
+                                               "memory_limit_mb": b.memory_limit_mb})
         self._proc.send(wire.RunTask(task, tuple(sys.path), tuple(b.inputs[b.next:])))
 
     def _kill(self) -> None:

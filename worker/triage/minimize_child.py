@@ -33,6 +33,7 @@ from symfence.protocol.pycrash import HANG_STACK_MARK, code_under_test, identity
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
+from symfence.worker.memory_limit import apply_memory_limit, limit_of
 from symfence.worker.triage.ddmin import minimize
 from symfence.worker.triage.symbolize import is_sanitized, native_detail, run_once
 
@@ -187,6 +188,9 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         oracle = native_oracle(target, input_mode, exec_timeout_s)
     else:
         oracle = python_oracle(target, exec_timeout_s, code_under_test(target, options))
+        # the address-space limit of the replay that confirmed it: an input that is out of memory
+        # there allocates freely here without it ("does not reproduce", seen with a 3 GiB bytearray)
+        apply_memory_limit(limit_of(options))
     want, detail = oracle(data)
     if want == "ok" or (kind == "hang") != want.startswith("hang"):
         return {"error": f"the original input does not reproduce here ({want})"}
