@@ -38,7 +38,7 @@ from symfence.coordinator.core import Core
 from symfence.coordinator.depth import DepthController
 from symfence.coordinator.durability import DurabilityMixin
 from symfence.coordinator.effects import (Effect, ExportAfl, Flush, HostReport, Log, Minimized, Quarantined,
-                                          SaveFinding, Send, Stop)
+                                          SaveFinding, SaveUnconfirmed, Send, Stop)
 from symfence.coordinator.failure import ExitCode, Failure, describe
 from symfence.coordinator.hosts import HostChecks, manifest
 from symfence.coordinator.hotpath import HotPath
@@ -188,6 +188,11 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             path = self.out.finding(e.kind, e.finding_id, e.data, detail=e.detail, target=e.target,
                                     identity=e.identity, sig=e.sig)
             log.info("finding.saved", kind=e.kind, path=str(path))
+        elif isinstance(e, SaveUnconfirmed):
+            account = (f"claimed: {e.kind} by rank {e.claimed_by}; re-run by rank {e.rerun_by}: {e.rerun_status}"
+                       " (not a finding: it did not happen again alone)")
+            path = self.out.unconfirmed(e.number, e.kind, e.data, detail=e.detail, target=e.target, account=account)
+            log.info("finding.kept_unconfirmed", kind=e.kind, path=str(path))
         elif isinstance(e, ExportAfl):
             if self.afl_sync is not None:
                 self.afl_sync.export(list(e.entries))

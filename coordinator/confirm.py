@@ -5,7 +5,10 @@ target. Nothing the claiming rank says is saved on its word: the input becomes a
 task* (the same executor and target, with a generational bound so high that no candidates are
 produced: a plain re-execution), dispatched first and, where another rank is alive, never to
 the claimer. When the re-run ends with the same kind (crash or hang) the finding is saved with
-the re-run's own detail and both ranks recorded; otherwise the claim is counted unconfirmed.
+the re-run's own detail and both ranks recorded; otherwise the claim is counted unconfirmed, and
+the first claim of each identity (at most MAX_UNCONFIRMED_SAVED in a run) is kept in
+unconfirmed/ for the user: a crash that needs the state earlier inputs left in the process (a
+cache, a global registry) does not reproduce alone, and Atheris alone would have reported it.
 
 Confirmation tasks are dispatched and fenced like any work (token, in-flight map, deadline) but
 are not journal work items: a claim still pending when the coordinator is killed is lost, and
@@ -18,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from symfence.coordinator.effects import Effect, SaveUnconfirmed
 from symfence.coordinator.journal import FindingKind, NewFinding
 from symfence.coordinator.outputs import finding_class
 from symfence.coordinator.scheduler import Scheduler, WorkItem, WorkKind
@@ -52,6 +56,9 @@ class Claim:
     stage: Any = None  # the stage (hybrid.Stage) whose result claimed it, for per-stage figures
 
 
+MAX_UNCONFIRMED_SAVED = 64  # files in unconfirmed/ per run: what a flood of false claims can cost
+
+
 class Confirmations:
     def __init__(self, executor: str, options: dict[str, Any]) -> None:
         self.executor = executor
@@ -61,6 +68,16 @@ class Confirmations:
         self.confirmed = 0
         self.unconfirmed = 0
         self.abandoned = 0  # their re-run never finished (attempts used up, or the campaign ended)
+        self.unconfirmed_kept: set[tuple[str, str, str]] = set()  # (kind, target, identity) in unconfirmed/
+
+    def keep_unconfirmed(self, claim: Claim, identity: str) -> int | None:
+        """The number of the unconfirmed/ file for this claim, or None: one per identity, at most
+        MAX_UNCONFIRMED_SAVED."""
+        key = (claim.kind.value, claim.target, identity or claim.sha256)
+        if key in self.unconfirmed_kept or len(self.unconfirmed_kept) >= MAX_UNCONFIRMED_SAVED:
+            return None
+        self.unconfirmed_kept.add(key)
+        return len(self.unconfirmed_kept) - 1  # numbered from 0, as findings are
 
     def task_for(self, claim: Claim) -> WorkItem:
         wid = work_id_for(self.executor, claim.target, claim.sha256, RERUN_BOUND, self.options)
@@ -98,6 +115,7 @@ class ClaimsMixin:
     shared: SharedWork | None
     workers: list[Rank]
     tmouts: int
+    _out: list[Effect]
     _maybe_free: set[Rank]
     wall: Callable[[], float]
 
@@ -145,6 +163,11 @@ class ClaimsMixin:
                         rerun_by=source, rerun_status=result.status.value, target=claim.target,
                         sha256=claim.sha256[:16])
             self._garbage(claim.source)
+            ident = self.triage.identity(claim.detail, claim.target, kind=claim.kind.value)
+            number = self.claims.keep_unconfirmed(claim, ident.key)
+            if number is not None:
+                self._out.append(SaveUnconfirmed(number, claim.kind.value, claim.data, claim.detail, claim.target,
+                                                 claim.source, source, result.status.value))
             return
         detail = result.error or claim.detail  # the re-running rank's own account
         if claim.kind is Status.CRASH:

@@ -58,6 +58,21 @@ class SaveFinding:
 
 
 @dataclass(frozen=True, slots=True)
+class SaveUnconfirmed:
+    """A crash/hang claim whose re-run did not agree: keep its input and account under
+    unconfirmed/ for the user (a bug that needs the state earlier inputs left), not as a finding."""
+
+    number: int
+    kind: str
+    data: bytes
+    detail: str
+    target: str
+    claimed_by: Rank
+    rerun_by: Rank
+    rerun_status: str
+
+
+@dataclass(frozen=True, slots=True)
 class ExportAfl:
     """Durable corpus entries: export them to AFL++'s side (when it runs)."""
 
@@ -99,4 +114,4 @@ class Log:
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
-Effect = Send | Flush | Quarantined | SaveFinding | ExportAfl | Minimized | HostReport | Stop | Log
+Effect = Send | Flush | Quarantined | SaveFinding | SaveUnconfirmed | ExportAfl | Minimized | HostReport | Stop | Log

@@ -12,6 +12,7 @@ from symfence.protocol.crashid import legacy_sig, legacy_signature
 # OUT/minimized/crashes/, OUT/minimized/hangs/: the minimized inputs under their findings' names
 # (not inside crashes/: tools and scripts count the files there, AFL-style, a folder flat)
 MINIMIZED = "minimized"
+UNCONFIRMED = "unconfirmed"  # claims their re-run did not agree with (confirm.py), for the user
 
 
 class FindingClass(str, enum.Enum):
@@ -104,6 +105,14 @@ class OutputDir:
         if detail or identity:
             head = f"identity: {identity}\n" if identity else ""
             (self.details / f"{kind}-{finding_id:06d}.txt").write_text(head + detail)
+        return self._write(folder / name, data)
+
+    def unconfirmed(self, number: int, kind: str, data: bytes, *, detail: str, target: str, account: str) -> Path:
+        """A claim its re-run did not agree with: the input, and beside it the claim's detail."""
+        folder = self.root / UNCONFIRMED
+        folder.mkdir(exist_ok=True)
+        name = f"id:{number:06d},kind:{kind},target:{_safe(target.replace(':', '.'))}"
+        (folder / f"{name}.txt").write_text(account + "\n" + detail)
         return self._write(folder / name, data)
 
     def minimized_dir(self, kind: str) -> Path:

@@ -19,6 +19,7 @@ from symfence.coordinator.afl import plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
 from symfence.coordinator.stats import StatsSnapshot, render_stats, write_atomic
+from symfence.coordinator.outputs import UNCONFIRMED
 from symfence.coordinator.status_line import Snapshot, TargetLine
 from symfence.protocol.coverage import MAP_SIZE
 
@@ -220,4 +221,7 @@ class ReportMixin:
                      " (queue/, crashes/, hangs/, fuzzer_stats, plot_data, logs/)")
         if st.crashes:
             lines.append(f"  crashing inputs: {self.out.crashes}/")
+        if self.claims.unconfirmed:
+            lines.append(f"  {self.claims.unconfirmed} crash/hang claims did not happen again on a re-run (a bug"
+                         f" that needs earlier inputs' state, or a flaky target): {self.out.root / UNCONFIRMED}/")
         return "\n".join(lines)

@@ -142,6 +142,9 @@ def test_every_attack_is_counted_exactly_and_nothing_injected_commits(attacked):
     assert int(s["claims_unconfirmed"]) == sent["claim_crash_status"] + sent["claim_crash_candidates"] > 0
     assert int(s["claims_confirmed"]) == 0 and int(s["saved_crashes"]) == 0
     assert not list((run.out / "crashes").glob("id:*"))
+    kept = [p for p in (run.out / "unconfirmed").glob("id:*") if p.suffix != ".txt"]  # apart, bounded
+    assert 0 < len(kept) <= 64 and all("claimed: crash by rank 3" in p.with_name(p.name + ".txt").read_text()
+                                       for p in kept)
     unconfirmed = [e for e in events if e["event"] == "finding.unconfirmed"]
     assert {e["claimed_by"] for e in unconfirmed} == {3} and all(e["rerun_by"] in (1, 2) for e in unconfirmed)
 

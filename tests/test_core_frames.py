@@ -343,6 +343,33 @@ def test_a_claimed_crash_is_rerun_on_a_full_rank_beyond_its_depth_one_at_a_time(
     assert core.inflight.occupied(Rank(2)) == 3 and not len(core.claims.queue)
 
 
+def test_a_claim_its_rerun_does_not_agree_with_is_kept_apart_once_per_identity(tmp_path, monkeypatch):
+    """A crash that needs the state earlier inputs left does not happen again alone: not a finding
+    (nothing is journaled on the claimer's word), but its input and traceback are kept apart for
+    the user, once per identity and at most MAX_UNCONFIRMED_SAVED in a run (a flood of false
+    claims costs that many files)."""
+    from symfence.coordinator import confirm
+    from symfence.coordinator.effects import SaveUnconfirmed
+
+    monkeypatch.setattr(confirm, "MAX_UNCONFIRMED_SAVED", 2)
+    core, journal, _, works = _started(tmp_path, seeds=12, depth=3)
+    kept: list[SaveUnconfirmed] = []
+    rank1 = list(works[1])
+    for where in ("stateful", "stateful", "other", "third"):
+        effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(rank1.pop(0), where)), 0)])
+        sent = _works(effects)
+        rank1 += [w for frames in sent.get(1, []) for w in frames]
+        rerun = next(w for frames in sent.get(2, []) for w in frames if w.bound == RERUN_BOUND)
+        effects = core.receive([(Rank(2), Tag.RESULT, encode(_answer(rerun)), 0)])  # ran clean alone
+        rank1 += [w for frames in _works(effects).get(1, []) for w in frames]
+        kept += [e for e in effects if isinstance(e, SaveUnconfirmed)]
+    assert core.claims.unconfirmed == 4 and core.claims.confirmed == 0
+    assert [(e.number, e.kind, e.claimed_by, e.rerun_by, e.rerun_status) for e in kept] == [
+        (0, "crash", 1, 2, "ok"), (1, "crash", 1, 2, "ok")]  # "stateful" once, "other", then the cap
+    assert "in stateful" in kept[0].detail and "in other" in kept[1].detail
+    assert not list(journal.iter_findings())  # nothing journaled on the claimer's word
+
+
 def test_a_rank_on_probation_gets_no_rerun_beyond_its_depth(tmp_path):
     core, journal, _, works = _started(tmp_path, depth=2)
     core.peers.capacity = lambda rank, depth: 1 if rank == 2 else depth  # rank 2: probation (one slot)
