@@ -104,7 +104,13 @@ def test_an_input_past_the_memory_limit_is_a_memory_error_not_a_restart(tmp_path
     replays' are limited): an input past it raises MemoryError, a finding like any exception, and
     the process goes on. Before, libFuzzer's once-a-second check of the peak RSS ended the process
     (blaming whatever input ran then: the empty input once), so every such input one mutation away
-    cost a restart and seconds of filling memory: 0-5,000 executions per 2 s turn against ~200,000."""
+    cost a restart and seconds of filling memory: 0-5,000 executions per 2 s turn against ~200,000.
+    libFuzzer's own check is off: it reads the peak RSS, which a child inherits from its parent,
+    so a parent past the limit (this test process after 400 MB, a big worker rank) had every fuzz
+    process ended a second after its start (CI saw "used: 502Mb; limit: 300Mb" on b"M")."""
+    high_water = bytearray(400 << 20)
+    high_water[::4096] = b"x" * len(range(0, 400 << 20, 4096))
+    del high_water
     ex = FuzzExecutor(workdir=str(tmp_path))
     candidates, restarts = [], 0
     try:

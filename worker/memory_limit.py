@@ -34,18 +34,24 @@ def apply_memory_limit(limit_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def limit_growth(rss_limit_mb: int) -> None:
+def limit_growth(rss_limit_mb: int) -> bool:
     """Let the target map at most ``rss_limit_mb`` MB past what the process holds now (RLIMIT_AS):
     an input that allocates past libFuzzer's -rss_limit_mb gets a MemoryError at once, a finding
     like any exception (the engine and the replays limit their address space the same way), instead
     of filling memory for seconds until libFuzzer's once-a-second check ends the process, only for
-    the next restart to be ended by the next such input, one mutation away."""
+    the next restart to be ended by the next such input, one mutation away. True once applied
+    (False with no limit, or where /proc/self/status does not tell the process's size)."""
     if rss_limit_mb <= 0:
-        return
-    with open("/proc/self/status") as fh:
-        kb = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in fh) if k in ("VmSize", "VmRSS")}
-    if len(kb) < 2:  # not Linux: libFuzzer's own check still applies
-        return
+        return False
+    try:
+        with open("/proc/self/status") as fh:
+            kb = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in fh)
+                  if k in ("VmSize", "VmRSS")}
+    except OSError:
+        kb = {}
+    if len(kb) < 2:
+        return False
     soft = (kb["VmSize"] + max(rss_limit_mb * 1024 - kb["VmRSS"], 64 << 10)) << 10  # the RSS counts too
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     resource.setrlimit(resource.RLIMIT_AS, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    return True

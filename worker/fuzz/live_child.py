@@ -280,8 +280,12 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
                     cut_long_executions()
         counter[1] = 0
 
+    if memory_limit.limit_growth(rss_limit_mb):
+        # ... and libFuzzer's own check is off: it reads the process's peak RSS, which a child
+        # inherits from the process that started it (a worker rank past the limit had every fuzz
+        # process ended a second after its start, blaming whatever input ran then).
+        args = [a for a in args if not a.startswith("-rss_limit_mb=")] + ["-rss_limit_mb=0"]
     _SETUP(args, one_input, **hooks)
-    memory_limit.limit_growth(rss_limit_mb)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
     # imports saw only what they import at once.
