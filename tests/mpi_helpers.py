@@ -114,7 +114,8 @@ def run_job(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float,
     the campaign's output folder, lets ``stop_when`` see that the campaign is already ending."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True)
-    proc.campaign_out = out  # type: ignore[attr-defined]  # read by stop_when's watcher
+    proc.campaign_out = out  # type: ignore[attr-defined]  # read by stop_when's watcher ...
+    proc.log_start = _log_size(out)  # type: ignore[attr-defined]  # ... from here: a resumed run's log goes on
     if on_start is not None:
         on_start(proc)
     try:
@@ -156,7 +157,8 @@ def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[
                 proc.watch_error = exc  # type: ignore[attr-defined]  # run_job raises it
                 break
             time.sleep(0.2)
-        if proc.poll() is None and not _ending(getattr(proc, "campaign_out", None)):
+        ending = _ending(getattr(proc, "campaign_out", None), getattr(proc, "log_start", 0))
+        if proc.poll() is None and not ending:
             os.killpg(proc.pid, signal.SIGINT)
 
     def on_start(proc: subprocess.Popen) -> None:
@@ -165,15 +167,26 @@ def stop_when(done: Callable[[], bool], cap_s: float | None = None) -> Callable[
     return on_start
 
 
-def _ending(out: Path | None) -> bool:
-    """Whether the campaign in ``out`` has logged that it stops (it ends on its own: no Ctrl-C).
+def _log_size(out: Path | None) -> int:
+    try:
+        return 0 if out is None else (out / "logs" / "coordinator.jsonl").stat().st_size
+    except OSError:
+        return 0
+
+
+def _ending(out: Path | None, start: int) -> bool:
+    """Whether this run of the campaign in ``out`` (its log from byte ``start``: a resumed
+    campaign's log holds the runs before) has logged that it stops: it ends on its own, no Ctrl-C.
 
     A Ctrl-C then races the job's end: Hydra's mpiexec, forwarding the signal to ranks that have
     just exited, fails with exit 255 ("unable to send signal downstream") although every rank
     exited 0 (CI saw it when a native campaign ran out of work as its last finding was saved)."""
-    log = None if out is None else out / "logs" / "coordinator.jsonl"
+    if out is None:
+        return False
     try:
-        return log is not None and '"campaign.stopping"' in log.read_text()
+        with open(out / "logs" / "coordinator.jsonl", "rb") as fh:
+            fh.seek(start)
+            return b'"campaign.stopping"' in fh.read()
     except OSError:
         return False
 
