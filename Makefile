@@ -62,9 +62,10 @@ lint: $(STAMP)
 # Side by side on two workers (pytest-xdist; tests/conftest.py gives the heavy tests to one worker, one
 # after another, and keeps a module-scoped fixture to one worker), ending with
 # the 15 slowest tests (pyproject.toml's addopts). The tree is byte-compiled first (0.6 s): the
-# suite starts thousands of Python processes (ranks, engine children, replays) and, with
+# suite starts some 1,400 Python processes (ranks, engine children, replays) and, with
 # PYTHONDONTWRITEBYTECODE set (as on this VM), each compiled every symfence module it imported
-# again: 410 s of pytest against 390 s with the bytecode (2026-12-06, the 2-core VM).
+# again: a 3-rank campaign's ranks spend ~0.2 s of CPU less with the bytecode (docs/benchmarks.md,
+# "where the suite's time goes").
 test: lint $(OSTAMP) afl
 	$(BIN)/python -m compileall -q -j 0 symfence coordinator worker protocol tools examples bench tests >/dev/null
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
