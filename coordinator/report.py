@@ -18,8 +18,8 @@ from symfence.coordinator import carryover, failpoints
 from symfence.coordinator.afl import plot_header
 from symfence.coordinator.config import PYTHON_EXECUTORS
 from symfence.coordinator.engine_report import PLOT_COLUMNS as ENGINE_PLOT_COLUMNS
-from symfence.coordinator.stats import StatsSnapshot, render_stats, write_atomic
 from symfence.coordinator.outputs import UNCONFIRMED
+from symfence.coordinator.stats import StatsSnapshot, render_stats, write_atomic
 from symfence.coordinator.status_line import Snapshot, TargetLine
 from symfence.protocol.coverage import MAP_SIZE
 

@@ -2,8 +2,8 @@
 
 HOOK_FAILED = "hook-failed.txt"  # in found/: a harness's custom mutator failed (live_child.py, executors/fuzz.py)
 # In found/: the SHA-1s of inputs that leave the fuzzer's corpus folder (one per line): inputs that
-# hung or were cut (each load of the corpus would run them to the time-out again), or that took
-# the process past its memory limit. The parent applies it at every answer and before a restart.
+# hung or were cut short (each load of the corpus would run them to the time-out again). The
+# parent applies it at every answer and before a restart.
 DROP_LIST = "drop.list"
 
 # The file both map (``counter_path``): the execution count (8 bytes), the length + 1 of the input

@@ -280,8 +280,8 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
                     cut_long_executions()
         counter[1] = 0
 
-    if memory_limit.limit_growth(rss_limit_mb):
-        # ... and libFuzzer's own check is off: it reads the process's peak RSS, which a child
+    if memory_limit.limit_growth(rss_limit_mb):  # an allocation past it: a MemoryError, a crash here
+        # libFuzzer's own check is then off: it reads the process's peak RSS, which a child
         # inherits from the process that started it (a worker rank past the limit had every fuzz
         # process ended a second after its start, blaming whatever input ran then).
         args = [a for a in args if not a.startswith("-rss_limit_mb=")] + ["-rss_limit_mb=0"]
