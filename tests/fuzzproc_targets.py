@@ -77,3 +77,21 @@ def allocates(data: bytes) -> None:
     if data[:1] == b"M":
         blob = bytearray(400 << 20)
         blob[::4096] = b"x" * len(range(0, 400 << 20, 4096))
+
+
+def _spin_a() -> None:
+    while True:
+        pass
+
+
+def _spin_b() -> None:
+    while True:
+        pass
+
+
+def two_loops(data: bytes) -> None:
+    """Two different hangs: a loop in one function behind b"H", another behind b"K"."""
+    if data[:1] == b"H":
+        _spin_a()
+    if data[:1] == b"K":
+        _spin_b()

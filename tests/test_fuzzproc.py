@@ -99,6 +99,25 @@ def test_after_its_hang_the_process_cuts_long_executions_short(tmp_path, monkeyp
     assert len(hangs) == 1 and hangs[0].data[:1] == b"H", candidates
 
 
+def test_a_second_loop_in_another_function_is_still_found_after_the_first(tmp_path):
+    """Executions are cut short once the process has hung; one cut in a function where no hang
+    was recorded yet is run again with the whole time-out, so a second loop is reported too."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    candidates = []
+    try:
+        for seeds in ((b"H1", b"K1", b"ok"), (), ()):  # a find ends a turn early: the rest run on
+            ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(seeds, ())),
+                          "tests.fuzzproc_targets:two_loops", 1, {"slice_s": 1.5, "exec_timeout_s": 0.3}))
+            deadline = time.monotonic() + 120
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() < deadline, "the turn did not end"
+            candidates += [c for c in outcome.candidates if c.kind is ExitKind.HANG]
+    finally:
+        ex.close()
+    assert sorted(c.data[:1] for c in candidates) == [b"H", b"K"], candidates
+    assert any("_spin_b" in c.detail for c in candidates), [c.detail for c in candidates]
+
+
 def test_an_input_past_the_memory_limit_is_a_memory_error_not_a_restart(tmp_path):
     """The process may grow by -rss_limit_mb at most (its address space, as the engine's and the
     replays' are limited): an input past it raises MemoryError, a finding like any exception, and

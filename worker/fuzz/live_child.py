@@ -60,6 +60,10 @@ _PR_SET_PDEATHSIG = 1
 # on an execution is cut at _CUT_TIMES x the slowest one that completed, at least _CUT_FLOOR_S, at
 # most the time-out, as AFL++ fuzzes with a time-out calibrated on the target's speed.
 _CUT_TIMES, _CUT_FLOOR_S = 10.0, 0.02
+# An execution cut short in a function where this process has recorded no hang yet is run again
+# with the whole time-out, once per function (at most _MAX_HANG_RERUNS per process): a second
+# loop elsewhere is still found, and a slow but finite input costs one re-run.
+_MAX_HANG_RERUNS = 32
 # Atheris's own Setup and Fuzz, for this process to call: a harness's calls are no-ops (`fuzz`).
 _SETUP, _FUZZ = atheris.Setup, atheris.Fuzz
 
@@ -77,6 +81,18 @@ def _on_vtalrm(signum: int, frame: Any) -> None:
     if _armed[0]:
         _armed[0] = False
         raise _Timeout()
+
+
+def _hang_site(exc: BaseException) -> str:
+    """Where the CPU timer interrupted the target: the innermost frame's file and function that is
+    not this module's (the timer's handler raises, inside the target)."""
+    site, tb = "?", exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename != __file__:
+            site = f"{code.co_filename}:{code.co_name}"
+        tb = tb.tb_next
+    return site
 
 
 def _signature(exc: BaseException) -> str:
@@ -212,6 +228,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     counter = memoryview(counter_map).cast("Q")  # [0] executions, [1] the running input's length + 1
     running = memoryview(counter_map)[16:]
     state: dict[str, Any] = {"execs": 0, "capped": 0, "slowest": 0.0, "limit": exec_timeout}
+    rerun_sites: set[str] = set()  # functions where a cut execution was run again in full
     drop_list = os.path.join(found, DROP_LIST)
     rss_limit_mb = next((int(a.split("=", 1)[1]) for a in reversed(spec["libfuzzer_args"])
                          if a.startswith("-rss_limit_mb=")), 2048)  # libFuzzer's default
@@ -245,6 +262,21 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     def cut_long_executions() -> None:
         state["limit"] = min(exec_timeout, max(_CUT_FLOOR_S, _CUT_TIMES * state["slowest"]))
 
+    def hangs_in_full(data: bytes) -> bool:
+        """Run the target on ``data`` again with the whole time-out: whether it runs past it."""
+        setitimer(vtimer, exec_timeout, 0.05)
+        try:
+            _armed[0] = True
+            fn(data)
+            _armed[0] = False
+        except _Timeout:
+            return True
+        except BaseException:  # noqa: BLE001 - not a hang this time; a crash is found as any other
+            _armed[0] = False
+        finally:
+            setitimer(vtimer, 0)
+        return False
+
     def one_input(data: bytes) -> None:
         if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
             faulthandler.enable(file=log)  # a native crash leaves the Python stack in the log
@@ -260,11 +292,18 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             _armed[0] = True
             fn(data)
             _armed[0] = False
-        except _Timeout:
+        except _Timeout as exc:
             setitimer(vtimer, 0)
             drop(data)  # kept, it would hang at every load of the corpus
-            if limit >= exec_timeout:  # a hang by the campaign's measure: recorded (once), then cut
-                record("hang", data, "hang", lambda: f"execution exceeded {exec_timeout:g} s of CPU time")
+            site = _hang_site(exc)
+            key = f"hang {site}"
+            if limit < exec_timeout and key not in seen and site not in rerun_sites \
+                    and len(rerun_sites) < _MAX_HANG_RERUNS:
+                rerun_sites.add(site)  # cut where no hang was recorded: does it hang in full?
+                limit = exec_timeout if hangs_in_full(data) else limit
+            if limit >= exec_timeout:  # a hang by the campaign's measure: recorded once per function
+                record("hang", data, key, lambda: f"execution exceeded {exec_timeout:g} s of CPU time"
+                       f" (interrupted in {site.rpartition(':')[2]}, {site.rpartition(':')[0]})")
                 cut_long_executions()
         except BaseException as exc:  # noqa: BLE001 - anything the target raises is a crash
             _armed[0] = False
