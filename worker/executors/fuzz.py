@@ -361,8 +361,7 @@ class FuzzExecutor:
 
     def _launch(self, turn: _Turn) -> None:
         live, opts = turn.live, turn.options
-        args = [str(live.corpus), f"-timeout={_UNIT_TIMER_OFF_S}", "-reload=1", f"-artifact_prefix={live.artifacts}{os.sep}",
-                f"-rss_limit_mb={opts.rss_limit_mb}"]
+        args = [str(live.corpus), f"-timeout={_UNIT_TIMER_OFF_S}", "-reload=1", f"-artifact_prefix={live.artifacts}{os.sep}"]
         if opts.max_len:
             args.append(f"-max_len={opts.max_len}")
         if live.tokens:
@@ -370,7 +369,8 @@ class FuzzExecutor:
         counter_path = live.folder / f"counter-{live.runs}"
         counter_path.write_bytes(bytes(SHARED_BYTES))
         options = {"libfuzzer_args": args, "found_dir": str(live.found), "counter_path": str(counter_path),
-                   "exec_timeout_s": opts.exec_timeout_s, "library_dict": opts.library_dict}
+                   "exec_timeout_s": opts.exec_timeout_s, "library_dict": opts.library_dict,
+                   "rss_limit_mb": opts.rss_limit_mb}  # the child enforces it (worker/memory_limit.py)
         self._unmap(live)
         with counter_path.open("r+b") as fh:
             live.counter_map = mmap.mmap(fh.fileno(), SHARED_BYTES)
@@ -470,9 +470,14 @@ class FuzzExecutor:
         found = _LIBRARY_DICT.search(head)
         log.info("fuzz.library_dict", target=target, run=live.runs, tokens=int(found.group(1)) if found else 0,
                  campaign_tokens=live.launch_tokens)
-        hooks = {m.group(1).decode(): m.group(2).decode(errors="replace") for m in _HOOK.finditer(head)
-                 if not m.group(3)}
-        missing = [m.group(2).decode(errors="replace") for m in _HOOK.finditer(head) if m.group(3)]
+        hooks: dict[str, str] = {}
+        missing: list[str] = []
+        for m in _HOOK.finditer(head):
+            name = m.group(2).decode(errors="replace")
+            if m.group(3):
+                missing.append(name)
+            else:
+                hooks[m.group(1).decode()] = name
         if hooks or missing:
             (log.warning if missing else log.info)("fuzz.custom_hooks", target=target, run=live.runs, hooks=hooks,
                                                    missing=missing)

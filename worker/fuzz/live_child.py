@@ -3,7 +3,7 @@
 Run as ``python -m symfence.worker.childserve symfence.worker.fuzz.live_child ...`` by
 ``worker.executors.fuzz.FuzzExecutor``, once per target for the whole campaign (again only after
 something Python cannot catch ended it). The request's task names the target; its options carry
-``libfuzzer_args``, ``found_dir``, ``counter_path`` and ``exec_timeout_s``. The target's module is
+``libfuzzer_args``, ``found_dir``, ``counter_path``, ``exec_timeout_s`` and ``rss_limit_mb``. The target's module is
 imported inside ``atheris.instrument_imports`` (the target and the library code it imports count
 for libFuzzer's coverage feedback; what was imported before it, by Python, Atheris or this process,
 is instrumented in place: ``inplace.py``), then ``atheris.Fuzz`` runs with no time limit: the parent
@@ -230,8 +230,6 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     state: dict[str, Any] = {"execs": 0, "capped": 0, "slowest": 0.0, "limit": exec_timeout}
     rerun_sites: set[str] = set()  # functions where a cut execution was run again in full
     drop_list = os.path.join(found, DROP_LIST)
-    rss_limit_mb = next((int(a.split("=", 1)[1]) for a in reversed(spec["libfuzzer_args"])
-                         if a.startswith("-rss_limit_mb=")), 2048)  # libFuzzer's default
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
     setitimer, vtimer = signal.setitimer, signal.ITIMER_VIRTUAL
 
@@ -262,20 +260,19 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
     def cut_long_executions() -> None:
         state["limit"] = min(exec_timeout, max(_CUT_FLOOR_S, _CUT_TIMES * state["slowest"]))
 
-    def hangs_in_full(data: bytes) -> bool:
-        """Run the target on ``data`` again with the whole time-out: whether it runs past it."""
-        setitimer(vtimer, exec_timeout, 0.05)
+    def timed(data: bytes, limit: float) -> tuple[BaseException | None, float]:
+        """Run the target on ``data`` within ``limit`` s of CPU: what it raised (`_Timeout` past
+        the limit), or None and the CPU time it took (from what was left on the timer)."""
+        setitimer(vtimer, limit, 0.05)
         try:
             _armed[0] = True
             fn(data)
             _armed[0] = False
-        except _Timeout:
-            return True
-        except BaseException:  # noqa: BLE001 - not a hang this time; a crash is found as any other
+        except BaseException as exc:  # noqa: BLE001 - anything the target raises is a finding
             _armed[0] = False
-        finally:
             setitimer(vtimer, 0)
-        return False
+            return exc, 0.0
+        return None, limit - setitimer(vtimer, 0)[0]
 
     def one_input(data: bytes) -> None:
         if not state["execs"]:  # after libFuzzer's own handlers, which faulthandler then chains to
@@ -287,43 +284,37 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
             running[:len(data)] = data
             counter[1] = len(data) + 1
         limit = state["limit"]
-        setitimer(vtimer, limit, 0.05)
-        try:
-            _armed[0] = True
-            fn(data)
-            _armed[0] = False
-        except _Timeout as exc:
-            setitimer(vtimer, 0)
+        exc, spent = timed(data, limit)
+        if exc is None:
+            if spent > state["slowest"]:
+                state["slowest"] = spent
+                if limit < exec_timeout:
+                    cut_long_executions()
+        elif isinstance(exc, _Timeout):
             drop(data)  # kept, it would hang at every load of the corpus
             site = _hang_site(exc)
             key = f"hang {site}"
             if limit < exec_timeout and key not in seen and site not in rerun_sites \
                     and len(rerun_sites) < _MAX_HANG_RERUNS:
                 rerun_sites.add(site)  # cut where no hang was recorded: does it hang in full?
-                limit = exec_timeout if hangs_in_full(data) else limit
+                limit = exec_timeout if isinstance(timed(data, exec_timeout)[0], _Timeout) else limit
             if limit >= exec_timeout:  # a hang by the campaign's measure: recorded once per function
                 record("hang", data, key, lambda: f"execution exceeded {exec_timeout:g} s of CPU time"
                        f" (interrupted in {site.rpartition(':')[2]}, {site.rpartition(':')[0]})")
                 cut_long_executions()
-        except BaseException as exc:  # noqa: BLE001 - anything the target raises is a crash
-            _armed[0] = False
-            setitimer(vtimer, 0)
+        else:  # anything else the target raises is a crash
             exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None  # our frame
             record("crash", data, _signature(exc),  # a recursion's frames folded first
                    lambda e=exc: compact_traceback("".join(traceback.format_exception(e)))[-16000:])
-        else:
-            spent = limit - setitimer(vtimer, 0)[0]  # the CPU time it took, from the timer's rest
-            if spent > state["slowest"]:
-                state["slowest"] = spent
-                if limit < exec_timeout:
-                    cut_long_executions()
         counter[1] = 0
 
-    if memory_limit.limit_growth(rss_limit_mb):  # an allocation past it: a MemoryError, a crash here
-        # libFuzzer's own check is then off: it reads the process's peak RSS, which a child
-        # inherits from the process that started it (a worker rank past the limit had every fuzz
-        # process ended a second after its start, blaming whatever input ran then).
-        args = [a for a in args if not a.startswith("-rss_limit_mb=")] + ["-rss_limit_mb=0"]
+    rss_limit_mb = int(spec["rss_limit_mb"])
+    # An allocation past the limit is a MemoryError, a crash here; libFuzzer's own check is then off:
+    # it reads the process's peak RSS, which a child inherits from the process that started it (a
+    # worker rank past the limit had every fuzz process ended a second after its start, blaming
+    # whatever input ran then). Where the limit cannot be set, libFuzzer's check stays.
+    own = memory_limit.limit_growth(rss_limit_mb)
+    args.append(f"-rss_limit_mb={0 if own else rss_limit_mb}")
     _SETUP(args, one_input, **hooks)
     # A module of the package under test imported while fuzzing (Pillow's format plugins, found
     # on the first Image.open) is instrumented too: instrument_imports() around the harness's
