@@ -85,6 +85,9 @@ EXTRA: dict[str, tuple[str, bool, Path, Path | None]] = {
 }
 
 
+ENTRIES: dict[str, str] = {}  # --file harnesses: the test function (the bundled ones: TestOneInput)
+
+
 def add_file(arg: str) -> str:
     """``--file PATH:PACKAGE``: a harness of the user's into EXTRA (and its folder onto
     PYTHONPATH, for both sides and the replay); returns its name."""
@@ -101,15 +104,11 @@ def add_file(arg: str) -> str:
     return path.stem
 
 
-ENTRIES: dict[str, str] = {}  # --file harnesses: the test function (the bundled ones: TestOneInput)
-
-
 def _spec(name: str) -> str:
     """``module:function`` of a harness, as the Atheris side and the replay import it."""
-    folder = _where(name)[0]
     if name in ENTRIES:  # on PYTHONPATH (add_file)
         return f"{name}:{ENTRIES[name]}"
-    return f"{folder.relative_to(ROOT_DIR).as_posix().replace('/', '.')}.{name}:TestOneInput"
+    return f"{_where(name)[0].relative_to(ROOT_DIR).as_posix().replace('/', '.')}.{name}:TestOneInput"
 
 
 def _where(name: str) -> tuple[Path, Path | None]:
