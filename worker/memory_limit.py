@@ -11,7 +11,9 @@ import resource
 from collections.abc import Mapping
 from typing import Any
 
-DEFAULT_MB = 2048  # protocol.options.EngineOptions.memory_limit_mb's default, libFuzzer's -rss_limit_mb's
+from symfence.protocol.options import EngineOptions
+
+DEFAULT_MB = EngineOptions().memory_limit_mb  # the engine's default (libFuzzer's -rss_limit_mb's too)
 
 
 def limit_of(options: Mapping[str, Any]) -> int:
