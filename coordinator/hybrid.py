@@ -59,6 +59,7 @@ _AUTO_WARMUP_RESULTS = 3  # ... and results of each
 # decay by e^(-1) per this many busy seconds of both stages together, so neither stage's early
 # burst (the fuzz stage's first turn, the engine's first runs of the seeds) decides for good.
 _AUTO_MEMORY_S = 60.0
+_FUZZ_YIELD_S = 1.0  # a fuzz turn's least length before it yields to a waiting engine task
 _MAX_TOKENS = 512  # per target; libFuzzer dictionaries beyond this mostly add noise
 _MAX_SPEC_BYTES = 4 << 20  # corpus bytes per slice (WORK messages stay far below the 16 MiB limit)
 
@@ -298,6 +299,15 @@ class HybridPlan:
         (``Result.resume_at``), so the share decides again every turn instead of once per task
         of any length (24-33 s engine tasks on email-validator, measured)."""
         return float(self.fuzz_options.get("slice_s", 0.0)) if self.fuzz_on and self.concolic_on else 0.0
+
+    def yield_s(self) -> dict[str, float]:
+        """How long a fuzz turn runs at least before it ends early for an engine task queued behind
+        it (SETUP's ``yield_s``, per executor). ``pick`` queues one there only while the engine
+        is below its share, so the share holds; waiting out ``turn_s`` instead gave short engine
+        tasks one round per fuzz turn (0.78 s of 81 worker-seconds at a share of a quarter)."""
+        if not (self.fuzz_on and self.concolic_on):
+            return {}
+        return {self.fuzz_stage.value: min(_FUZZ_YIELD_S, self.turn_s())}
 
     def slice_options(self, budget_left_s: float | None) -> dict[str, Any]:
         """A slice's options: ``slice_s`` cut to what is left of the campaign's budget (>= 1 s)."""

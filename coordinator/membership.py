@@ -165,6 +165,7 @@ class MembershipMixin:
             **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
             "world_size": self.world_size,
             "turn_s": self.plan.turn_s(),  # a task ends its turn for one waiting (worker/loop.py)
+            "yield_s": self.plan.yield_s(),  # ... a fuzz turn sooner, for an engine task
         }
 
     def _absorb_pause(self, now: float) -> None:

@@ -150,3 +150,22 @@ def test_a_task_that_had_its_turn_ends_for_any_task_waiting_behind_it(monkeypatc
         first = answered[0]
         assert first.token == engine.token and first.stats == {"cut": cut}, behind
         assert w.counters["turns_ended_early"] == cut, behind  # the last task, alone, goes on
+
+
+def test_a_fuzz_turn_yields_to_a_waiting_engine_task_after_yield_s_not_turn_s(monkeypatch, tmp_path):
+    """SETUP's yield_s (per executor, the fuzz stage's): a fuzz turn with an engine task queued
+    behind it ends after yield_s, long before turn_s; behind another fuzz turn it goes on to
+    turn_s. Waiting out turn_s gave short engine tasks one round per fuzz turn."""
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    setup = _setup(tmp_path)
+    setup = Control(ControlKind.SETUP, info={**setup.info, "turn_s": 1000.0, "yield_s": {"turn": 0.05}})
+    minter = TokenMinter(os.urandom(32))
+    for behind, cut in (("engine", 1), ("turn", 0)):
+        turn = _work(minter, 1, "turn")
+        world = FakeEndpoint([(0, Tag.CONTROL, encode(setup)), (0, Tag.WORK, encode(turn)),
+                              (0, Tag.WORK, encode(_work(minter, 2, behind)))])
+        executors = {"turn": SteadyTask(), "engine": QuickExecutor()}  # "turn" behind: the same process
+        monkeypatch.setattr(worker_loop, "make_executor", executors.__getitem__)
+        w, answered = _serve(world, results=2)
+        assert answered[0].token == turn.token and answered[0].stats == {"cut": cut}, behind
+        assert w.counters["turns_ended_early"] == cut, behind

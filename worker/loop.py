@@ -102,6 +102,7 @@ class Worker:
         self.heartbeat_s = float(setup["heartbeat_s"])
         self.orphan_after_s = float(setup.get("orphan_after_s", 0.0))
         self.turn_s = float(setup.get("turn_s", 0.0))  # see `_turn_over`
+        self.yield_s = {str(k): float(v) for k, v in dict(setup.get("yield_s") or {}).items()}
         cap_s = float(setup["poll_cap_ms"]) / 1000
         busy = crowded()
         self.backoff = Backoff(cap_s=max(cap_s, CROWDED_IDLE_CAP_S) if busy else cap_s, spins=spins_for_host())
@@ -299,7 +300,11 @@ class Worker:
         whose slots all held engine tasks ran one for 35 s while the fuzz stage was behind its
         share (email-validator), as its answer is what frees a slot for the share to decide."""
         assert self.running is not None
-        return 0 < self.turn_s <= time.monotonic() - self._t0
+        ran = time.monotonic() - self._t0
+        if 0 < self.turn_s <= ran:
+            return True
+        least = self.yield_s.get(self.running.executor, 0.0)  # a fuzz turn, for the other stage
+        return 0 < least <= ran and self.queue[0].executor != self.running.executor
 
     def _end_turn(self) -> None:
         """Ask the running task to answer early with what it has (``Turns``: a fuzz turn, an
