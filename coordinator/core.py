@@ -364,8 +364,11 @@ class Core(ClaimsMixin, MembershipMixin):
         st = self.stats
         st.committed += 1
         st.status_counts[result.status._value_] += 1  # (Enum's `value` is a Python-level property)
-        if result.status is Status.ERROR and not st.first_error:  # of any kind (a minimization's too)
-            st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
+        if result.status is Status.ERROR:  # of any kind (a minimization's too): the summary points here
+            if not st.first_error:
+                st.first_error = (result.error.strip().splitlines() or ["(no message)"])[-1][:300]
+            self._log("warning", "task.error", worker=source, kind=item.kind.value, work_id=item.work_id[:16],
+                      error=result.error[-300:])
         self.peers.committed(source)
         now_loop = self.clock()
         elapsed = max(now_loop - d.sent_at, 0.0)
@@ -421,8 +424,6 @@ class Core(ClaimsMixin, MembershipMixin):
             self._claim(c.kind, c.data, c.sha256, c.detail, item, source, found_s)
         if v.claims_task:
             self._claim(status, item.data, item.sha256, result.error, item, source, found_s)
-        elif status is Status.ERROR:
-            self._log("warning", "task.error", worker=source, work_id=item.work_id[:16], error=result.error[-300:])
         entries: list[NewEntry] = []
         for c, trace in v.admitted:
             if (bits := self._merge_trace(trace, progress, stage, began, now_loop)) == 0:

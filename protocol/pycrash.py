@@ -455,13 +455,16 @@ def identity_from_python_traceback(text: str, target: str | None = None,
 
 
 def _faulthandler_stack(text: str) -> list[Frame] | None:
-    """The first thread's frames of a faulthandler dump, outermost first; None if there is none."""
+    """The frames of a faulthandler dump, outermost first: the current thread's (the one the
+    signal hit; a dump of all threads lists the others first), else the first thread's; None
+    if there is none."""
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if _FAULT_HEAD.match(line.strip()):
-            frames, _ = _parse_frames(lines[i + 1:], _FAULT_FRAME_LINE)
-            return list(reversed(frames))
-    return None
+    heads = [i for i, line in enumerate(lines) if _FAULT_HEAD.match(line.strip())]
+    if not heads:
+        return None
+    first = next((i for i in heads if lines[i].strip().startswith("Current thread")), heads[0])
+    frames, _ = _parse_frames(lines[first + 1:], _FAULT_FRAME_LINE)
+    return list(reversed(frames))
 
 
 def _fatal_python_signal(text: str) -> str | None:

@@ -74,11 +74,27 @@ def test_an_out_of_memory_input_is_minimized_under_the_campaigns_memory_limit(ex
     assert cand.data == b"M" and "MemoryError" in cand.detail
 
 
+def test_an_input_that_ends_the_process_below_python_is_minimized_in_a_copy(executor, tmp_path):
+    (tmp_path / "sf_min_exits.py").write_text(textwrap.dedent("""
+        import ctypes
+        def target(data):
+            if data[:1] == b"E":
+                ctypes.CDLL(None)._exit(7)  # below Python (os._exit is the target's crash: target_exit.py)
+    """))
+    executor.start(_task(b"E" + b"y" * 20, "sf_min_exits:target", kind="crash", executor="fuzz",
+                         budget_s=20.0))
+    outcome = _finish(executor)
+    assert outcome.status is ExitKind.CRASH, outcome.error
+    (cand,) = outcome.candidates
+    assert cand.data == b"E" and "exited with status 7" in cand.detail
+
+
 def test_a_minimizer_that_dies_is_an_error_and_a_bad_budget_never_reaches_a_child(executor, tmp_path):
     (tmp_path / "sf_min_dies.py").write_text(textwrap.dedent("""
         import ctypes
+        ctypes.CDLL(None)._exit(7)  # at import, in the minimizer itself (not in a copy)
         def target(data):
-            ctypes.CDLL(None)._exit(7)  # below Python (os._exit is the target's crash: target_exit.py)
+            pass
     """))
     executor.start(_task(b"abc", "sf_min_dies:target", kind="crash", executor="concolic"))
     outcome = _finish(executor)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from symfence.protocol.crashid import identity_from_detail
-from symfence.protocol.messages import Candidate, Result, Status
+from symfence.protocol.messages import RERUN_BOUND, Candidate, Result, Status
 from symfence.protocol.pycrash import (
     HANG_TYPE,
     code_under_test,
@@ -23,6 +25,8 @@ from symfence.protocol.pycrash import (
 )
 from symfence.protocol.rules import DEFAULT_LIMITS, fit_text
 from symfence.worker.concolic.replay import Verdict, replay_plain
+from symfence.worker.engine_api import ExitKind, Task
+from symfence.worker.executors import make_executor
 from symfence.worker.sender import fit
 from tests import triage_targets
 
@@ -235,6 +239,60 @@ def test_a_python_process_killed_in_c_code_is_named_by_its_python_frames():
     deref = "SIGSEGV @ ctypes.string_at > triage_targets._deref > triage_targets.segv_target"
     assert keys[0] == keys[1] == deref
     assert keys[2] == "SIGSEGV @ ctypes.string_at > triage_targets.segv_target"
+
+
+def test_a_dump_of_all_threads_is_named_by_the_thread_the_signal_hit():
+    """faulthandler with all_threads lists the other threads first (a helper thread's idle
+    wait), the current thread after them: the crash is the current thread's."""
+    dump = ("target process died (killed by SIGSEGV) while executing the input\n"
+            "Fatal Python error: Segmentation fault\n\n"
+            "Thread 0x00007f63555ea6c0 (most recent call first):\n"
+            '  File "/x/threading.py", line 982 in run\n'
+            '  File "/x/threading.py", line 1002 in _bootstrap\n\n'
+            "Current thread 0x00007f6358e7ab80 (most recent call first):\n"
+            '  File "/x/ctypes/__init__.py", line 519 in string_at\n'
+            f'  File "{triage_targets.__file__}", line 194 in _deref\n'
+            f'  File "{triage_targets.__file__}", line 199 in segv_target\n')
+    assert identity_from_detail(dump, f"{MOD}:segv_target").key == \
+        "SIGSEGV @ ctypes.string_at > triage_targets._deref > triage_targets.segv_target"
+
+
+def _finish(ex: Any, limit_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + limit_s
+    while (outcome := ex.wait(0.05)) is None:
+        assert time.monotonic() < deadline, "no outcome"
+    return outcome
+
+
+def test_a_c_crash_is_named_by_its_stack_in_the_confirmation_and_the_minimizer(monkeypatch):
+    """The campaign confirms a claim by running it again in the engine's child (executor
+    "concolic", RERUN_BOUND), which the fatal signal kills: its detail carries faulthandler's
+    dump from that child, so the identity is the plain replay's above. Before, the detail was
+    "target process died (killed by SIGSEGV)" alone, and every C crash of a target was one bug
+    ("target"). The minimizer runs such an input in a forked copy per candidate (before, the
+    first run killed the minimizer: a task error, nothing minimized)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))  # tests. in the child
+    target = f"{MOD}:segv_target"
+    deref = "SIGSEGV @ ctypes.string_at > triage_targets._deref > triage_targets.segv_target"
+    confirm, minimizer = make_executor("concolic"), make_executor("minimize")
+    try:
+        keys = []
+        for data in (b"a", b"b", b"c"):
+            confirm.start(Task("t" * 64, "w" * 64, data, target, RERUN_BOUND, {"exec_timeout_s": 2.0}))
+            outcome = _finish(confirm)
+            assert outcome.status is ExitKind.CRASH and "Fatal Python error" in outcome.error, outcome.error
+            keys.append(identity_from_detail(outcome.error, target).key)
+        assert keys == [deref, deref, "SIGSEGV @ ctypes.string_at > triage_targets.segv_target"]
+        options = {"exec_timeout_s": 2.0, "minimize_kind": "crash", "minimize_executor": "concolic",
+                   "minimize_budget_s": 20.0}
+        minimizer.start(Task("t" * 64, "w" * 64, b"b" + b"noise" * 8, target, 0, options))
+        outcome = _finish(minimizer)
+        assert outcome.status is ExitKind.CRASH, outcome.error
+        (cand,) = outcome.candidates
+        assert cand.data == b"b" and identity_from_detail(cand.detail, target).key == deref, cand.detail
+    finally:
+        confirm.close()
+        minimizer.close()
 
 
 def test_hangs_have_an_identity_one_loop_one_two_loops_two():

@@ -56,6 +56,9 @@ class ChildProcess:
         self.stderr_path = os.path.join(self.scratch_dir, "child.stderr") if stderr == SCRATCH else ""
         self.returncode: int | None = None
         self.cpu_s = 0.0  # user + system CPU of the child, once reaped
+        # faulthandler's dump when a fatal signal kills the child (C code of the target or of a
+        # library): the Python stack it died in, which `died` adds to the task's detail
+        self._fatal = tempfile.TemporaryFile(prefix="symfence-fatal-")  # noqa: SIM115 - closed in close()
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         err: Any = None
@@ -66,12 +69,13 @@ class ChildProcess:
                 err = open(self.stderr_path or stderr, "ab")  # noqa: SIM115 - closed below
             self._proc = subprocess.Popen(
                 [python or sys.executable, "-m", "symfence.worker.childserve", engine, str(to_r),
-                 str(from_w), self.scratch_dir],
-                pass_fds=(to_r, from_w), env=child_env(), stdin=subprocess.DEVNULL,
+                 str(from_w), self.scratch_dir, str(self._fatal.fileno())],
+                pass_fds=(to_r, from_w, self._fatal.fileno()), env=child_env(), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         except BaseException:
             os.close(to_w)
             os.close(from_r)
+            self._fatal.close()
             self._remove_scratch()
             raise
         finally:
@@ -151,6 +155,7 @@ class ChildProcess:
         self.exited(block=True)
         self._inbox.close()
         self._outbox.close()
+        self._fatal.close()
         self._remove_scratch()
 
     def stop(self, timeout_s: float = 2.0) -> None:
@@ -172,6 +177,14 @@ class ChildProcess:
                 return fh.read()
         except OSError:
             return b""
+
+    def fatal_report(self, size: int = 8000) -> str:
+        """What faulthandler wrote when a fatal signal killed the child ("" if none): "Fatal
+        Python error: Segmentation fault" and the stack of each thread, the current one first."""
+        try:
+            return os.pread(self._fatal.fileno(), size, 0).decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
 
     def _remove_scratch(self) -> None:
         if self.scratch_dir:

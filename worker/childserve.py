@@ -1,6 +1,6 @@
 """The child side of every engine: one serve loop that runs the tasks its parent sends.
 
-    python -m symfence.worker.childserve ENGINE_MODULE READ_FD WRITE_FD [SCRATCH_DIR]
+    python -m symfence.worker.childserve ENGINE_MODULE READ_FD WRITE_FD [SCRATCH_DIR [FATAL_FD]]
 
 started by ``worker.childproc.ChildProcess``. ``ENGINE_MODULE`` (e.g.
 ``symfence.worker.concolic.runner``) provides ``handler(scratch_dir) -> Handler``; the loop says
@@ -9,11 +9,13 @@ user's modules resolve as in the parent; nothing of symfence's own is added), sa
 ``Accepted``, runs the handler with an ``Events`` to stream its progress, and sends ``Done``
 with the outcome. A handler that raises makes that task an ERROR, not a dead child. It
 returns at ``Stop`` or when the parent goes away. SIGINT is ignored: the parent decides when
-this process stops.
+this process stops. A fatal signal (the target's C code) has faulthandler write the Python
+stack to ``FATAL_FD``, a file the parent reads when the child dies (``fatal_report``).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import os
 import signal
@@ -100,6 +102,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     module, fd_in, fd_out = argv[0], int(argv[1]), int(argv[2])
     scratch = argv[3] if len(argv) > 3 else ""
+    if len(argv) > 4:
+        faulthandler.enable(file=os.fdopen(int(argv[4]), "w", closefd=False), all_threads=False)
     target_exit.guard()  # a target's os._exit is its crash, not this process's end
     factory: Callable[[str], Handler] = importlib.import_module(module).handler
     inbox = Connection(fd_in, writable=False)

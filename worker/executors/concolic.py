@@ -59,18 +59,21 @@ class ConcolicAdapter:
         return _cut_short(run, f"was killed: {reason}", ExitKind.HANG)
 
     def died(self, run: Running[EngineOptions], how: str, child: ChildProcess) -> Outcome:
-        return _cut_short(run, f"died ({how})", ExitKind.CRASH)
+        return _cut_short(run, f"died ({how})", ExitKind.CRASH, child.fatal_report())
 
 
-def _cut_short(run: Running[EngineOptions], how: str, exit_kind: ExitKind) -> Outcome:
-    """The outcome of a task whose child process died or was killed, from what it streamed."""
+def _cut_short(run: Running[EngineOptions], how: str, exit_kind: ExitKind, fatal: str = "") -> Outcome:
+    """The outcome of a task whose child process died or was killed, from what it streamed;
+    `fatal`: faulthandler's dump of a fatal signal (the Python stack the input died in, which
+    gives the crash its identity: without it every native crash of a target was one)."""
     stats = {"child_restarts": 1}
     wall = time.monotonic() - run.started
+    fatal = f"\n{fatal}" if fatal else ""
     if run.phase is Phase.INPUT:
         return Outcome(exit_kind, wall_s=wall, execs=run.execs, stats=stats,
-                       error=f"target process {how} while executing the input")
+                       error=f"target process {how} while executing the input{fatal}")
     if run.phase is Phase.CANDIDATE:
-        detail = f"target process {how} while executing this input"
+        detail = f"target process {how} while executing this input{fatal}"
         lost = Candidate(run.data, {}, exit_kind, run.bound, detail)
         return Outcome(ExitKind.OK, trace=run.input_trace, candidates=(*run.candidates, lost),
                        wall_s=wall, execs=run.execs, stats=stats)

@@ -14,8 +14,11 @@ its one candidate (``outcome_of``).
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
+import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -30,6 +33,7 @@ from symfence.protocol.execpath import runnable
 from symfence.worker import atheris_compat
 from symfence.protocol.crashid import identity_from_detail
 from symfence.protocol.pycrash import HANG_STACK_MARK, code_under_test, identity_from_hang, identity_from_python_exception
+from symfence.worker.childproc import describe_exit
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
@@ -39,6 +43,7 @@ from symfence.worker.triage.symbolize import is_sanitized, native_detail, run_on
 
 PYTHON_BASES = ("concolic", "fuzz", "hybrid")
 PREFIX = "minimize_"  # the task's own options (coordinator/triage.py OPTION_PREFIX)
+DIED = "target process"  # an input that ended the process: its detail's first words
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,51 @@ def python_oracle(target: str, exec_timeout_s: float,
     return run
 
 
+def isolated(run: Callable[[bytes], tuple[str, str]], target: str, under_test: frozenset[str],
+             wall_limit_s: float) -> Callable[[bytes], tuple[str, str]]:
+    """`run` (a Python oracle) with each input in a forked copy of this process: an input that
+    kills the process (a fatal signal in C code, an exit below Python) is a crash with the
+    identity of faulthandler's stack, as the campaign's replay gave it, and this process lives on
+    to try the next one. A copy that outlives `wall_limit_s` (a hang no CPU timer sees) is
+    killed: a hang."""
+    def forked(data: bytes) -> tuple[str, str]:
+        with tempfile.TemporaryFile() as fatal:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the copy: run, write the outcome, leave without Python's clean-up
+                code = 0
+                try:
+                    os.close(r)
+                    faulthandler.enable(file=fatal, all_threads=False)
+                    os.write(w, json.dumps(run(data)).encode())  # < 64 KiB: never blocks
+                except BaseException:  # noqa: BLE001 - nothing of the copy may go on
+                    code = 70
+                finally:
+                    os._exit(code)
+            os.close(w)
+            payload, ended, deadline = b"", False, time.monotonic() + wall_limit_s
+            with os.fdopen(r, "rb") as pipe:
+                while not ended and (left := deadline - time.monotonic()) > 0:
+                    if select.select([pipe], [], [], left)[0]:
+                        chunk = os.read(pipe.fileno(), 1 << 16)
+                        payload += chunk
+                        ended = not chunk  # the copy has exited (its end of the pipe closed)
+            if not ended:
+                os.kill(pid, signal.SIGKILL)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            if not ended:
+                return "hang", f"over {wall_limit_s:g} s of wall time"
+            if payload and code == 0:
+                outcome, detail = json.loads(payload)
+                return str(outcome), str(detail)
+            fatal.seek(0)
+            dump = fatal.read(8000).decode(errors="replace")
+            detail = f"{DIED} {describe_exit(code)} while executing the input\n{dump}"
+            return identity_from_detail(detail, target, under_test=under_test).key, detail
+
+    return forked
+
+
 def native_oracle(binary: str, input_mode: str, exec_timeout_s: float) -> Callable[[bytes], tuple[str, str]]:
     """run(data) -> (outcome, detail): "ok", "hang", or the crash's identity key. A plain build's
     cheap check is its exit signal; only inputs that pass it are re-run under gdb."""
@@ -186,12 +236,19 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     if native:
         input_mode = str(options.get("input", "stdin"))
         oracle = native_oracle(target, input_mode, exec_timeout_s)
+        want, detail = oracle(data)
     else:
-        oracle = python_oracle(target, exec_timeout_s, code_under_test(target, options))
+        under_test = code_under_test(target, options)
+        oracle = python_oracle(target, exec_timeout_s, under_test)
         # the address-space limit of the replay that confirmed it: an input that is out of memory
         # there allocates freely here without it ("does not reproduce", seen with a 3 GiB bytearray)
         apply_memory_limit(limit_of(options))
-    want, detail = oracle(data)
+        # The original runs in a copy first: if it kills the process, each candidate does too
+        # (else they run here, with no fork per input).
+        copied = isolated(oracle, target, under_test, 4 * exec_timeout_s + 2)
+        want, detail = copied(data)
+        if detail.startswith(DIED):
+            oracle = copied
     if want == "ok" or (kind == "hang") != want.startswith("hang"):
         return {"error": f"the original input does not reproduce here ({want})"}
     gdb_key = ""
