@@ -44,7 +44,8 @@ class Clock:
 
 
 def _core(tmp_path: Path, *, seeds: int = 12, depth: int = 2, max_batch: int = 8, deadline_s: float = 0.0,
-          batch_ops: int = 1, ban_garbage: float = 200.0) -> tuple[Core, Journal, Clock]:
+          batch_ops: int = 1, ban_garbage: float = 200.0,
+          triage_base: str = "synthetic") -> tuple[Core, Journal, Clock]:
     cfg = parse({"campaign": {"executor": "synthetic", "duration_s": 0}, "mpi": {"max_batch": max_batch},
                  "dispatch": {"depth": depth, "deadline_s": deadline_s},
                  "synthetic": {"seeds": seeds, "task_ms": 0}, "journal": {"batch_ops": batch_ops},
@@ -52,7 +53,7 @@ def _core(tmp_path: Path, *, seeds: int = 12, depth: int = 2, max_batch: int = 8
     clock = Clock()
     out = OutputDir(tmp_path / "out")
     journal = Journal.open(out.root / "journal.sqlite", resume=False, batch_ops=batch_ops, clock=clock)
-    triage = Triage(out, journal, base_executor="synthetic", base_options={})
+    triage = Triage(out, journal, base_executor=triage_base, base_options={})  # "concolic": it minimizes
     core = Core(cfg, journal, triage, world_size=3, token_key=b"k" * 32, clock=clock)
     journal.begin_run(core.minter.epoch.hex())
     _add_seeds(core, journal, range(seeds))
@@ -424,3 +425,19 @@ def test_only_an_ok_result_of_a_local_campaign_continues():
     assert continuation(item, replace(ok, status=Status.CRASH), shared=False) is None  # a claim, not a cut
     assert continuation(item, ok, shared=True) is None  # the store's item is done with its commit
     assert continuation(replace(item, continued=MAX_CONTINUATIONS), ok, shared=False) is None
+
+
+def test_every_task_error_is_logged_as_task_error_a_minimizations_too(tmp_path):
+    """The summary's hint for task errors is `symfence logs OUT --event task.error`: each error
+    is that event, with its kind (a failed minimization was only `finding.minimize_failed`)."""
+    core, journal, _, works = _started(tmp_path, depth=2, triage_base="concolic")
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][0], "first")), 0)])
+    rerun = next(w for frames in _works(effects).get(2, []) for w in frames if w.bound == RERUN_BOUND)
+    core.receive([(Rank(2), Tag.RESULT, encode(_crash(rerun, "first")), 0)])  # agrees: saved, minimization owed
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(works[1][1])), 0)])  # a slot frees on rank 1
+    minimize = next(w for frames in _works(effects).get(1, []) for w in frames if w.executor == "minimize")
+    failed = Result(minimize.token, minimize.work_id, Status.ERROR, cost=Cost(0.001, 0.001, 0.0, 1),
+                    cov_version=minimize.cov_version, error="the minimizer died (exit -11)")
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(failed), 0)])
+    logged = [e.fields for e in effects if isinstance(e, Log) and e.event == "task.error"]
+    assert [(f["kind"], f["error"]) for f in logged] == [("minimize", "the minimizer died (exit -11)")]
