@@ -433,7 +433,7 @@ def test_every_task_error_is_logged_as_task_error_a_minimizations_too(tmp_path):
     core, journal, _, works = _started(tmp_path, depth=2, triage_base="concolic")
     effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][0], "first")), 0)])
     rerun = next(w for frames in _works(effects).get(2, []) for w in frames if w.bound == RERUN_BOUND)
-    core.receive([(Rank(2), Tag.RESULT, encode(_crash(rerun, "first")), 0)])  # agrees: saved, minimization owed
+    core.receive([(Rank(2), Tag.RESULT, encode(_crash(rerun, "first")), 0)])  # agrees: minimization owed
     effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(works[1][1])), 0)])  # a slot frees on rank 1
     minimize = next(w for frames in _works(effects).get(1, []) for w in frames if w.executor == "minimize")
     failed = Result(minimize.token, minimize.work_id, Status.ERROR, cost=Cost(0.001, 0.001, 0.0, 1),
