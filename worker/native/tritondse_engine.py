@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from symfence.worker.native.base import EngineRun, GeneratedInput, NativeError, NativeOptions, RunKind, RunResult, fold
 from symfence.worker.native.elfcheck import check_tritondse_elf, quiet_lief
+from symfence.worker.native.libc_models import MODELS
 
 # Imports TritonDSE need not model: weak hooks glibc's start-up code looks up and may never call.
 _HARMLESS_IMPORTS = frozenset({"__cxa_finalize", "__gmon_start__", "_ITM_deregisterTMCloneTable",
@@ -94,6 +95,8 @@ class TritonDseEngine:
         for addr, (name, fn) in list(se.rtn_table.items()):
             if name in ("abort", "__assert_fail"):
                 se.rtn_table[addr] = (name, aborted)
+            elif name in MODELS:  # strtol and kin (worker/native/libc_models.py)
+                se.rtn_table[addr] = (name, MODELS[name])
             elif getattr(fn, "__name__", "") == "default_stub" and name not in _HARMLESS_IMPORTS:
                 se.rtn_table[addr] = (name, unsupported)
         # AFL-style edges of every control transfer (concrete branches too, not only symbolic ones).
