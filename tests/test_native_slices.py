@@ -157,6 +157,40 @@ def test_executor_slice_over_the_seam_respects_its_time_and_keeps_the_corpus(lad
     assert not os.path.exists(folder)
 
 
+@needs_cc
+@needs_afl
+def test_a_slice_asked_to_end_its_turn_answers_at_once_and_its_child_goes_on(ladder, tmp_path):
+    """engine_api.Turns: an engine task (or a re-run) waiting behind a slice has the worker end
+    it (SIGUSR1 to the child, which stops after its current execution): before, native slices
+    could not be ended and the engine waited out every 10 s slice (4.9 s of engine time in 120
+    worker-seconds of a 60 s campaign where it found most edges first). The answer is a normal
+    one and the child, with its calibrated map, serves the next slice."""
+    from symfence.worker.engine_api import Turns
+    from symfence.worker.executors.native_fuzz import NativeFuzzExecutor
+
+    ex = NativeFuzzExecutor(workdir=str(tmp_path))
+    assert isinstance(ex, Turns)
+    try:
+        spec = pack_spec(SliceSpec((b"AAAA", b"xyz"), ()))
+        walls, pids = [], []
+        for bound in (1, 2):
+            ex.start(Task("a" * 64, "b" * 64, spec if bound == 1 else pack_spec(SliceSpec()), str(ladder),
+                          bound, {"slice_s": 30.0, "max_len": 16, "afl_target": "{target}.afl"}))
+            t0 = time.monotonic()
+            while not ex.end_turn():  # taken once the child runs the slice
+                assert ex.wait(0.02) is None and time.monotonic() - t0 < 60, "no slice to end"
+            asked = time.monotonic()
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() - t0 < 60, "the slice did not end"
+            walls.append(time.monotonic() - asked)
+            pids.append(ex.child_pid)
+            assert outcome.status is ExitKind.OK and "killed_by_parent" not in outcome.stats, outcome
+        assert max(walls) < 5.0, walls  # not the 30 s slice (and not killed: stats above)
+        assert pids[0] == pids[1] and pids[0] is not None  # the same child: its map kept
+    finally:
+        ex.close()
+
+
 # ------------------------------------------------------------ the engine's own view (the fix)
 
 class _NoEvents:

@@ -37,6 +37,7 @@ class NativeFuzzAdapter:
     stderr = SCRATCH
     scratch = True
     eager = False
+    cuttable = True  # SIGUSR1 ends the slice after its current execution (worker.native.fuzz_slice)
 
     def __init__(self, *, start_timeout_s: float = 60.0) -> None:
         self.start_timeout_s = start_timeout_s
@@ -109,6 +110,10 @@ class NativeFuzzExecutor:
             outcome, self._ready = self._ready, None
             return outcome
         return self._child.wait(timeout_s)
+
+    def end_turn(self) -> bool:
+        """The slice answers after its current execution (``engine_api.Turns``)."""
+        return self._ready is None and self._child.end_turn()
 
     def abort(self) -> None:
         self._ready = None

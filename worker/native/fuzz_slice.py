@@ -18,13 +18,16 @@ msgpack). The slice
 The local map lives as long as the child: a fresh child calibrates the folder again. Traces are
 salted per target as the native engine's are (``runner.target_salt``). The parent owns the
 clock (``executors.native_fuzz``): the slice streams ``Entered(ENGINE)`` once and ``Found`` per
-finding, so a slice killed at its deadline still returns what it found.
+finding, so a slice killed at its deadline still returns what it found. SIGUSR1
+(``ChildExecutor.end_turn``: an engine task or a re-run waits behind the slice, or the campaign
+drains) ends the slice after its current execution, with its answer as usual.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +48,7 @@ MAX_FINDINGS = 32  # crashes + hangs per slice (each new to this slice's crash /
 MAX_RESULT_BYTES = 4 << 20  # kept inputs' bytes per result (the rest stay in corpus_dir)
 RECENT_ONE_IN = 2  # one pick in this many is among the latest RECENT entries
 RECENT = 16
+_cut = [False]  # SIGUSR1 came: the running slice ends after its current execution
 
 
 def is_entry_name(name: str) -> bool:
@@ -97,6 +101,7 @@ class SliceRunner:
             opts = NativeFuzzOptions.from_mapping(options)
             if type(corpus_dir) is not str or not os.path.isdir(corpus_dir):
                 raise ValueError(f"native fuzz slice: corpus_dir {corpus_dir!r} is not a folder")
+            _cut[0] = False  # before ENGINE: the parent asks for a cut only once it sees the task run
             events.entered(Phase.ENGINE)
             return self.slice(task.target, corpus_dir, f"{task.work_id}:{task.bound}", opts, events)
         except (ValueError, NativeError) as exc:
@@ -115,7 +120,7 @@ class SliceRunner:
         execs = calibrated = kept_total = 0
 
         def done() -> bool:
-            return time.monotonic() >= deadline or bool(opts.max_execs and execs >= opts.max_execs)
+            return _cut[0] or time.monotonic() >= deadline or bool(opts.max_execs and execs >= opts.max_execs)
 
         def finding(data: bytes, kind: ExitKind, trace: dict[int, int], detail: str) -> None:
             seen = hang_map if kind is ExitKind.HANG else crash_map
@@ -192,5 +197,10 @@ class SliceRunner:
                 pass
 
 
+def _on_cut(signum: int, frame: object) -> None:
+    _cut[0] = True
+
+
 def handler(scratch_dir: str) -> SliceRunner:
+    signal.signal(signal.SIGUSR1, _on_cut)
     return SliceRunner(scratch_dir)
