@@ -49,7 +49,7 @@ class ChildProcess:
     """One engine child process and the two pipe ends the parent holds."""
 
     def __init__(self, engine: str, *, python: str | None = None, stderr: str = DISCARD,
-                 scratch: bool = False) -> None:
+                 scratch: bool = False, fatal_file: bool = True) -> None:
         self.engine = engine
         short = engine.rsplit(".", 1)[-1]
         self.scratch_dir = tempfile.mkdtemp(prefix=f"symfence-{short}-") if scratch else ""
@@ -57,8 +57,11 @@ class ChildProcess:
         self.returncode: int | None = None
         self.cpu_s = 0.0  # user + system CPU of the child, once reaped
         # faulthandler's dump when a fatal signal kills the child (C code of the target or of a
-        # library): the Python stack it died in, which `died` adds to the task's detail
-        self._fatal = tempfile.TemporaryFile(prefix="symfence-fatal-")  # noqa: SIM115 - closed in close()
+        # library): the Python stack it died in, which `died` adds to the task's detail. Not for
+        # the fuzz process (`fatal_file=False`): enabled before libFuzzer's own handlers, it would
+        # lose to them; that process enables it itself, after them, into its log.
+        self._fatal = tempfile.TemporaryFile(prefix="symfence-fatal-") if fatal_file else None  # noqa: SIM115
+        fatal_args = [str(self._fatal.fileno())] if self._fatal is not None else []
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         err: Any = None
@@ -69,13 +72,14 @@ class ChildProcess:
                 err = open(self.stderr_path or stderr, "ab")  # noqa: SIM115 - closed below
             self._proc = subprocess.Popen(
                 [python or sys.executable, "-m", "symfence.worker.childserve", engine, str(to_r),
-                 str(from_w), self.scratch_dir, str(self._fatal.fileno())],
-                pass_fds=(to_r, from_w, self._fatal.fileno()), env=child_env(), stdin=subprocess.DEVNULL,
+                 str(from_w), self.scratch_dir, *fatal_args],
+                pass_fds=(to_r, from_w, *map(int, fatal_args)), env=child_env(), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         except BaseException:
             os.close(to_w)
             os.close(from_r)
-            self._fatal.close()
+            if self._fatal is not None:
+                self._fatal.close()
             self._remove_scratch()
             raise
         finally:
@@ -155,7 +159,8 @@ class ChildProcess:
         self.exited(block=True)
         self._inbox.close()
         self._outbox.close()
-        self._fatal.close()
+        if self._fatal is not None:
+            self._fatal.close()
         self._remove_scratch()
 
     def stop(self, timeout_s: float = 2.0) -> None:
@@ -181,6 +186,8 @@ class ChildProcess:
     def fatal_report(self, size: int = 8000) -> str:
         """What faulthandler wrote when a fatal signal killed the child ("" if none): "Fatal
         Python error: Segmentation fault" and the stack of each thread, the current one first."""
+        if self._fatal is None:
+            return ""
         try:
             return os.pread(self._fatal.fileno(), size, 0).decode(errors="replace")
         except (OSError, ValueError):

@@ -376,7 +376,7 @@ class FuzzExecutor:
             live.counter_map = mmap.mmap(fh.fileno(), SHARED_BYTES)
         live.counter = memoryview(live.counter_map).cast("Q")
         live.log_offset = live.log.stat().st_size
-        live.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(live.log))
+        live.proc = ChildProcess(_ENGINE, python=self._python, stderr=str(live.log), fatal_file=False)
         live.launched_at = time.monotonic()
         live.entered_at, live.reported, live.hang_signalled, live.parent_killed = None, 0, False, False
         self._mark_progress(live, live.launched_at)
