@@ -1,15 +1,26 @@
-"""Models of libc's number parsers (strtol and kin) for the TritonDSE engine, which has none.
+"""Models of libc functions TritonDSE lacks, for the engine: number parsers, string searches, I/O.
 
-TritonDSE models about 80 libc functions; ``strtol``, ``strtoll``, ``strtoull``, ``atol`` and
-``atoll`` are not among them, and its ``strtoul`` pins every character of the string and writes
-no ``endptr``. A C program that reads a number from its input mostly calls one of them, so the
-engine refused such programs ("does not model strtol()"). Each model here parses the string as
-glibc does (leading white space, a sign, a base prefix for base 0 or 16, digits of the base,
-``endptr`` after the last digit or at ``nptr`` when there is none, the type's limits on overflow)
-and returns the value: concretely, except for decimal digits. For those the value is a formula
-over the input's bytes, as TritonDSE's own ``atoi`` (up to ``SYMBOLIC_DIGITS`` digits, each one
-a digit or the end of the number), so the solver can turn ``port=80`` into ``port=31337``. The
-white space, sign and prefix before the digits are pinned to what they are.
+TritonDSE models about 80 libc functions, and the engine refuses a program that calls any other
+(its emulation would stop there silently). Common ones were missing, so most real C programs were
+refused: the number parsers (``strtol`` and kin, ``atol``: TritonDSE's own ``strtoul`` pins every
+character and writes no ``endptr``), the string searches (``strstr``, ``strrchr``, ``memchr``,
+``strspn``, ``strcspn``, ``strpbrk``, ``strnlen``, ``strcat``, ``strncat``), ``toupper``/
+``tolower`` (and glibc's tables their inline forms read), the byte-order swaps, ``fgetc``/``getc``
+and calls with no effect on the run (``fflush``, ``putchar``, ``perror``, ``close``, ``_exit``).
+
+How each keeps the search sound:
+
+- the number parsers parse as glibc does (leading white space, a sign, a base prefix for base 0
+  or 16, digits of the base, ``endptr`` after the last digit or at ``nptr`` when there is none,
+  the type's limits on overflow). Decimal digits stay symbolic: the value is a formula over the
+  input's bytes, as TritonDSE's own ``atoi`` (up to ``SYMBOLIC_DIGITS`` digits, each one a digit
+  or the end of the number), so the solver can turn ``port=80`` into ``port=31337``; the white
+  space, sign and prefix before them are pinned to what they are;
+- ``toupper``, ``tolower`` and the byte swaps are formulas of their argument;
+- the searches compute their answer on the concrete bytes and pin the bytes that decided it
+  (those read up to the stop), so a later branch on the answer is never negated into an input
+  the search would answer differently; ``strcat``/``strncat`` copy the source's symbolic bytes
+  as TritonDSE's ``strcpy`` does.
 """
 
 from __future__ import annotations
@@ -92,7 +103,209 @@ def _model(signed: bool, with_end: bool) -> Callable[[Any, Any], Any]:
     return model
 
 
+# -- string searches: concrete answers, the bytes that decided them pinned ---------------------
+
+def _pin(pstate: Any, addr: int, count: int) -> None:
+    """The `count` bytes at `addr` keep their concrete values (what the answer was decided on)."""
+    for k in range(count):
+        cell = pstate.read_symbolic_memory_byte(addr + k).getAst()
+        pstate.push_constraint(cell == pstate.memory.read(addr + k, 1)[0])
+
+
+def _length(pstate: Any, addr: int, length: int, terminated: bool = True) -> None:
+    """The string at `addr` keeps its length (its bytes non-zero, then the terminator), not its
+    content: as TritonDSE's strcpy model."""
+    for k in range(length):
+        pstate.push_constraint(pstate.read_symbolic_memory_byte(addr + k).getAst() != 0)
+    if terminated:
+        pstate.push_constraint(pstate.read_symbolic_memory_byte(addr + length).getAst() == 0)
+
+
+def _string(pstate: Any, addr: int) -> bytes:
+    return pstate.memory.read_string(addr).encode("latin-1")
+
+
+def _memchr(se: Any, pstate: Any) -> int:
+    s, n = pstate.get_argument_value(0), pstate.get_argument_value(2)
+    pstate.concretize_argument(1)
+    pstate.concretize_argument(2)
+    c = pstate.get_argument_value(1) & 0xFF
+    data = pstate.memory.read(s, n) if n else b""
+    at = data.find(bytes([c]))
+    _pin(pstate, s, n if at < 0 else at + 1)
+    return 0 if at < 0 else s + at
+
+
+def _strrchr(se: Any, pstate: Any) -> int:
+    s = pstate.get_argument_value(0)
+    pstate.concretize_argument(1)
+    c = pstate.get_argument_value(1) & 0xFF
+    text = _string(pstate, s) + b"\0"  # the terminator is part of the string for strrchr(s, 0)
+    _pin(pstate, s, len(text))
+    at = text.rfind(bytes([c]))
+    return 0 if at < 0 else s + at
+
+
+def _strstr(se: Any, pstate: Any) -> int:
+    h, n = pstate.get_argument_value(0), pstate.get_argument_value(1)
+    hay, needle = _string(pstate, h), _string(pstate, n)
+    _pin(pstate, n, len(needle) + 1)
+    at = hay.find(needle)
+    _pin(pstate, h, len(hay) + 1 if at < 0 else at + len(needle))
+    return 0 if at < 0 else h + at
+
+
+def _span(accepting: bool) -> Callable[[Any, Any], int]:
+    def span(se: Any, pstate: Any) -> int:
+        s, a = pstate.get_argument_value(0), pstate.get_argument_value(1)
+        text, chars = _string(pstate, s), set(_string(pstate, a))
+        _pin(pstate, a, len(_string(pstate, a)) + 1)
+        k = 0
+        while k < len(text) and (text[k] in chars) == accepting:
+            k += 1
+        _pin(pstate, s, k + 1)  # the bytes spanned and the one that stopped it
+        return k
+
+    return span
+
+
+def _strpbrk(se: Any, pstate: Any) -> int:
+    s = pstate.get_argument_value(0)
+    k = _span(False)(se, pstate)
+    return 0 if k >= len(_string(pstate, s)) else s + k
+
+
+def _strnlen(se: Any, pstate: Any) -> int:
+    s = pstate.get_argument_value(0)
+    pstate.concretize_argument(1)
+    limit = pstate.get_argument_value(1)
+    length = min(len(_string(pstate, s)), limit)
+    _length(pstate, s, length, terminated=length < limit)
+    return length
+
+
+def _cat(bounded: bool) -> Callable[[Any, Any], int]:
+    def cat(se: Any, pstate: Any) -> int:
+        dst, src = pstate.get_argument_value(0), pstate.get_argument_value(1)
+        if bounded:
+            pstate.concretize_argument(2)
+        end = dst + len(_string(pstate, dst))
+        _length(pstate, dst, end - dst)
+        whole = len(_string(pstate, src))
+        size = min(whole, pstate.get_argument_value(2)) if bounded else whole
+        _length(pstate, src, size, terminated=size == whole)
+        for k in range(size):
+            pstate.write_symbolic_memory_byte(end + k, pstate.read_symbolic_memory_byte(src + k))
+        pstate.memory.write(end + size, b"\0")
+        return dst
+
+    return cat
+
+
+# -- formulas of the argument ----------------------------------------------------------------
+
+def _case(upper: bool) -> Callable[[Any, Any], Any]:
+    def case(se: Any, pstate: Any) -> Any:
+        ast = pstate.actx
+        c = ast.extract(31, 0, pstate.get_argument_symbolic(0).getAst())
+        low, high = (0x61, 0x7A) if upper else (0x41, 0x5A)
+        inside = ast.land([c >= ast.bv(low, 32), c <= ast.bv(high, 32)])
+        shifted = c - ast.bv(0x20, 32) if upper else c + ast.bv(0x20, 32)
+        return ast.zx(32, ast.ite(inside, shifted, c))
+
+    return case
+
+
+def _swap(width: int) -> Callable[[Any, Any], Any]:
+    def swap(se: Any, pstate: Any) -> Any:
+        ast = pstate.actx
+        x = pstate.get_argument_symbolic(0).getAst()
+        parts = [ast.extract(8 * k + 7, 8 * k, x) for k in range(width // 8)]  # low byte first
+        return ast.zx(64 - width, ast.concat(parts))
+
+    return swap
+
+
+# -- input and calls with no effect on the run -------------------------------------------------
+
+def _fgetc(se: Any, pstate: Any) -> Any:
+    fd = pstate.get_argument_value(0)
+    if not pstate.file_descriptor_exists(fd):
+        return pstate.minus_one
+    filedesc = pstate.get_file_descriptor(fd)
+    offset = filedesc.offset
+    data = filedesc.read(1)
+    if not data:
+        return pstate.minus_one
+    if filedesc.is_input_fd():  # as TritonDSE's getchar
+        se.inject_symbolic_file_register(pstate.return_register, filedesc.name, data[0], offset)
+        value = pstate.read_symbolic_register(pstate.return_register).getAst()
+        pstate.push_constraint(pstate.actx.land([0 <= value, value <= 255]))
+        return value
+    return data[0]
+
+
+def _ctype_case_loc(upper: bool) -> Callable[[Any, Any], int]:
+    """``__ctype_toupper_loc``/``__ctype_tolower_loc`` (what `toupper` and `tolower` compile to
+    with optimization): the address of a pointer to glibc's table of int32, indexed -128..255,
+    in the C locale. TritonDSE's own toupper one fills a table of bytes; tolower had none."""
+
+    def loc(se: Any, pstate: Any) -> int:
+        tables = se.__dict__.setdefault("_symfence_ctype", {})
+        if upper not in tables:  # once per execution (the program calls it at every use)
+            table = b"".join(((i - 32 if upper and 0x61 <= i <= 0x7A else i + 32 if not upper and 0x41 <= i <= 0x5A
+                               else i) & 0xFFFFFFFF).to_bytes(4, "little") for i in range(-128, 256))
+            base = pstate.heap_allocator.alloc(pstate.ptr_size + len(table))
+            pstate.memory.write(base + pstate.ptr_size, table)
+            pstate.memory.write_ptr(base, base + pstate.ptr_size + 128 * 4)
+            tables[upper] = base
+        return tables[upper]
+
+    return loc
+
+
+def _returns(value: int) -> Callable[[Any, Any], int]:
+    def model(se: Any, pstate: Any) -> int:
+        return value
+
+    return model
+
+
+def _putchar(se: Any, pstate: Any) -> int:
+    return pstate.get_argument_value(0) & 0xFF
+
+
+def _exit(se: Any, pstate: Any) -> int:
+    pstate.stop = True
+    return pstate.get_argument_value(0)
+
+
 MODELS: dict[str, Callable[[Any, Any], Any]] = {
+    "memchr": _memchr,
+    "strrchr": _strrchr,
+    "strstr": _strstr,
+    "strspn": _span(True),
+    "strcspn": _span(False),
+    "strpbrk": _strpbrk,
+    "strnlen": _strnlen,
+    "strcat": _cat(False),
+    "strncat": _cat(True),
+    "toupper": _case(True),
+    "tolower": _case(False),
+    "__ctype_toupper_loc": _ctype_case_loc(True),
+    "__ctype_tolower_loc": _ctype_case_loc(False),
+    "htons": _swap(16),
+    "ntohs": _swap(16),
+    "htonl": _swap(32),
+    "ntohl": _swap(32),
+    "fgetc": _fgetc,
+    "getc": _fgetc,
+    "fflush": _returns(0),
+    "putchar": _putchar,
+    "putc": _putchar,
+    "perror": _returns(0),
+    "close": _returns(0),
+    "_exit": _exit,
     "strtol": _model(signed=True, with_end=True),
     "strtoll": _model(signed=True, with_end=True),
     "strtoul": _model(signed=False, with_end=True),
