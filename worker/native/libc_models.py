@@ -25,6 +25,7 @@ How each keeps the search sound:
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Callable
 from typing import Any
@@ -264,6 +265,96 @@ def _ctype_case_loc(upper: bool) -> Callable[[Any, Any], int]:
     return loc
 
 
+# -- sprintf and kin: the text written, concretely --------------------------------------------
+
+_CONVERSION = re.compile(rb"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d*))?(hh|h|ll|l|z|j|t|L|q)?([diouxXcspn%a-zA-Z])")
+_INT_BITS = {b"hh": 8, b"h": 16, b"l": 64, b"ll": 64, b"q": 64, b"z": 64, b"j": 64, b"t": 64}
+
+
+class NotModelled(Exception):
+    """A call the model cannot follow (a conversion it does not know): the engine's task error."""
+
+
+def format_c(fmt: bytes, arg: Callable[[], int], read: Callable[[int], bytes]) -> bytes:
+    """glibc's printf on `fmt`, its integer and pointer arguments taken in order from `arg()`,
+    strings read by `read(address)`. Floating-point and %n: NotModelled."""
+    out, at = [], 0
+    for m in _CONVERSION.finditer(fmt):
+        out.append(fmt[at:m.start()])
+        at = m.end()
+        flags, width, precision, length, conv = m.groups()
+        if conv == b"%":
+            out.append(b"%")
+            continue
+        if conv not in b"diouxXcsp":
+            raise NotModelled(f"the %{conv.decode(errors='replace')} conversion")
+        if width == b"*":
+            width = str(_signed(arg(), 32)).encode()
+        if precision == b"*":
+            p = _signed(arg(), 32)
+            precision = str(p).encode() if p >= 0 else None
+        value = arg()
+        spec = b"%" + flags + (width or b"") + (b"." + precision if precision is not None else b"")
+        if conv in b"di":
+            text = (spec + b"d") % _signed(value, _INT_BITS.get(length or b"", 32))
+        elif conv in b"ouxX":
+            value &= (1 << _INT_BITS.get(length or b"", 32)) - 1
+            if conv == b"o" and b"#" in flags:  # C: the precision grows to a leading 0 (Python: 0o)
+                need = len(b"%o" % value) + 1 if value else 1
+                given = int(precision) if precision else 1
+                spec = b"%" + flags.replace(b"#", b"") + (width or b"") + b".%d" % max(given, need)
+            text = (spec + (b"d" if conv == b"u" else conv)) % value
+        elif conv == b"c":
+            text = (spec + b"c") % (value & 0xFF)
+        elif conv == b"s":
+            text = (spec + b"s") % (read(value) if value else b"(null)")
+        else:  # %p
+            text = (spec.replace(b"#", b"") + b"s") % (b"(nil)" if not value else b"0x%x" % value)
+        out.append(text)
+    out.append(fmt[at:])
+    return b"".join(out)
+
+
+def _signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _write_concrete(pstate: Any, addr: int, data: bytes) -> None:
+    """Write `data` as plain bytes: whatever symbolic value those cells held is dropped."""
+    for k in range(len(data)):
+        pstate.tt_ctx.concretizeMemory(addr + k)
+    pstate.memory.write(addr, data)
+
+
+def _printf(buffer_arg: int, size_arg: int | None, fmt_arg: int) -> Callable[[Any, Any], int]:
+    """``sprintf``-like: the buffer, the size (None: unbounded), the format, by argument index."""
+
+    def model(se: Any, pstate: Any) -> int:
+        buf, fmt = pstate.get_argument_value(buffer_arg), pstate.get_argument_value(fmt_arg)
+        following = iter(range(fmt_arg + 1, fmt_arg + 64))
+        try:
+            text = format_c(_string(pstate, fmt), lambda: pstate.get_argument_value(next(following)),
+                            lambda addr: _string(pstate, addr))
+        except NotModelled as exc:
+            se.__dict__.setdefault("_symfence_not_modelled", []).append(str(exc))
+            raise _abort(str(exc)) from None
+        size = None if size_arg is None else pstate.get_argument_value(size_arg)
+        if size is None:
+            _write_concrete(pstate, buf, text + b"\0")
+        elif size:
+            _write_concrete(pstate, buf, text[:size - 1] + b"\0")
+        return len(text)
+
+    return model
+
+
+def _abort(why: str) -> Exception:
+    from tritondse.exception import AbortExecutionException
+
+    return AbortExecutionException(why)
+
+
 def _returns(value: int) -> Callable[[Any, Any], int]:
     def model(se: Any, pstate: Any) -> int:
         return value
@@ -300,6 +391,10 @@ MODELS: dict[str, Callable[[Any, Any], Any]] = {
     "ntohl": _swap(32),
     "fgetc": _fgetc,
     "getc": _fgetc,
+    "sprintf": _printf(0, None, 1),  # TritonDSE's own writes nothing into the buffer
+    "snprintf": _printf(0, 1, 2),
+    "__sprintf_chk": _printf(0, None, 3),
+    "__snprintf_chk": _printf(0, 1, 4),
     "fflush": _returns(0),
     "putchar": _putchar,
     "putc": _putchar,

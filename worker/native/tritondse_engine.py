@@ -121,6 +121,9 @@ class TritonDseEngine:
         if over:
             raise MemoryError(f"the emulation of {Path(self.target).name} reached {over[0]} MB resident, "
                               f"over mem_limit_mb={self.options.mem_limit_mb}")
+        if not_followed := se.__dict__.get("_symfence_not_modelled"):  # a model's call it cannot follow
+            raise NativeError(f"{Path(self.target).name}: the engine does not model {not_followed[0]} "
+                              "(worker/native/libc_models.py); use the symcc engine for this program")
         if unmodelled:
             raise NativeError(f"TritonDSE does not model {unmodelled[0]}() imported by {self.target}; "
                               "the emulation would stop there silently (use the symcc engine, or "
