@@ -254,3 +254,24 @@ def test_the_printf_model_agrees_with_glibc():
         assert mine == buf.raw[:n], (fmt, mine, buf.raw[:n])
     with pytest.raises(NotModelled, match="%f"):
         format_c(b"%f", lambda: 0, strings.__getitem__)
+
+
+def test_what_the_emulation_cannot_follow_is_an_error_naming_it_never_a_wrong_run(tmp_path):
+    """A printf conversion the model does not follow (%f), and an instruction Triton has no
+    semantics for (cvtsi2sd: an int made a double). TritonDSE stopped silently at the latter and
+    reported the run as a normal exit with whatever status was left (97 for input "a", where
+    the program returns '3')."""
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    constant = compile_c(tmp_path, "flt1", r'''
+#include <stdio.h>
+int main(void) { char b[32]; int c = getchar(); snprintf(b, sizeof b, "%f", 1.5); return b[0] + c; }
+''')
+    with pytest.raises(NativeError, match=r"does not model the %f conversion"):
+        TritonDseEngine(str(constant), NativeOptions()).explore(b"a", 0)
+    converted = compile_c(tmp_path, "flt2", r'''
+#include <stdio.h>
+int main(void) { char b[32]; int c = getchar(); snprintf(b, sizeof b, "%f", c / 3.0); return b[0]; }
+''')
+    with pytest.raises(NativeError, match=r"cannot emulate `.*cvtsi2sd"):
+        TritonDseEngine(str(converted), NativeOptions()).explore(b"a", 0)

@@ -24,6 +24,21 @@ _HARMLESS_IMPORTS = frozenset({"__cxa_finalize", "__gmon_start__", "_ITM_deregis
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_EXECUTOR_LOG = logging.getLogger("tritondse.executor")
+
+
+class _StoppedAt(logging.Handler):
+    """Catches TritonDSE's one sign that it stopped at an instruction it cannot emulate: an error
+    it logs (its run then ends as if the program had, with whatever exit code was left)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.instructions: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Instruction not supported: "):
+            self.instructions.append(message.split(": ", 1)[1])
 
 
 def _resident_pages() -> int:
@@ -117,7 +132,16 @@ class TritonDseEngine:
 
         se.callback_manager.register_post_instruction_callback(on_instruction)
         started = time.monotonic()
-        se.run()
+        stopped = _StoppedAt()  # an instruction Triton has no semantics for ends the run, silently
+        _EXECUTOR_LOG.addHandler(stopped)
+        try:
+            se.run()
+        finally:
+            _EXECUTOR_LOG.removeHandler(stopped)
+        if stopped.instructions:
+            raise NativeError(f"TritonDSE cannot emulate `{stopped.instructions[0]}` in {Path(self.target).name} "
+                              "(Triton has no semantics for it: floating point and some SIMD); the emulation "
+                              "would stop there silently (use the symcc engine)")
         if over:
             raise MemoryError(f"the emulation of {Path(self.target).name} reached {over[0]} MB resident, "
                               f"over mem_limit_mb={self.options.mem_limit_mb}")
