@@ -5,8 +5,9 @@ TritonDSE models about 80 libc functions, and the engine refuses a program that 
 refused: the number parsers (``strtol`` and kin, ``atol``: TritonDSE's own ``strtoul`` pins every
 character and writes no ``endptr``), the string searches (``strstr``, ``strrchr``, ``memchr``,
 ``strspn``, ``strcspn``, ``strpbrk``, ``strnlen``, ``strcat``, ``strncat``), ``toupper``/
-``tolower`` (and glibc's tables their inline forms read), the byte-order swaps, ``fgetc``/``getc``
-and calls with no effect on the run (``fflush``, ``putchar``, ``perror``, ``close``, ``_exit``).
+``tolower`` (and glibc's tables their inline forms read), the byte-order swaps, ``fgetc``/``getc``,
+``sscanf``, ``sprintf``/``snprintf`` (TritonDSE's ``sprintf`` writes nothing into the buffer) and
+calls with no effect on the run (``fflush``, ``putchar``, ``perror``, ``close``, ``_exit``).
 
 How each keeps the search sound:
 
@@ -20,7 +21,11 @@ How each keeps the search sound:
 - the searches compute their answer on the concrete bytes and pin the bytes that decided it
   (those read up to the stop), so a later branch on the answer is never negated into an input
   the search would answer differently; ``strcat``/``strncat`` copy the source's symbolic bytes
-  as TritonDSE's ``strcpy`` does.
+  as TritonDSE's ``strcpy`` does;
+- ``sscanf`` pins the white space and literals it matched; a decimal it scans is a formula of
+  fixed length (the format parses on from its end), strings it copies keep their symbolic bytes;
+- ``sprintf`` and kin write their text concretely; a conversion they do not follow (``%f``,
+  ``%n``) ends the run as a task error naming it, never a wrong text.
 """
 
 from __future__ import annotations
@@ -76,32 +81,46 @@ def _model(signed: bool, with_end: bool) -> Callable[[Any, Any], Any]:
         value, first, digits, used_base, negative = parse_number(text, base, signed, bits)
         if endptr:
             pstate.memory.write_ptr(endptr, nptr + first + digits if digits else nptr)
-        ast = pstate.actx
         for k in range(first):  # white space, sign, base prefix: as they are
             pstate.push_constraint(pstate.read_symbolic_memory_byte(nptr + k).getAst() == text[k])
         if used_base != 10 or not digits or digits > SYMBOLIC_DIGITS:
-            for k in range(first, first + digits + 1):  # the digits and what ends them
-                if k < len(text):
-                    pstate.push_constraint(pstate.read_symbolic_memory_byte(nptr + k).getAst() == text[k])
+            _pin(pstate, nptr + first, min(digits + 1, len(text) - first))  # the digits and what ends them
             return value
-        cells = [pstate.read_symbolic_memory_byte(nptr + first + k).getAst() for k in range(SYMBOLIC_DIGITS)]
-
-        def is_digit(cell: Any) -> Any:
-            return ast.land([cell >= 0x30, cell <= 0x39])
-
-        def number(count: int) -> Any:
-            n = ast.bv(0, bits)
-            for cell in cells[:count]:
-                n = n * ast.bv(10, bits) + (ast.zx(bits - 8, cell) - ast.bv(0x30, bits))
-            return ast.bv(0, bits) - n if negative else n
-
-        result = number(SYMBOLIC_DIGITS)
-        for count in range(SYMBOLIC_DIGITS - 1, 0, -1):  # the first cell that is not a digit ends it
-            result = ast.ite(ast.lnot(is_digit(cells[count])), number(count), result)
-        pstate.push_constraint(is_digit(cells[0]))  # a number, as this run's input has one
-        return result
+        return decimal(pstate, nptr + first, negative, bits, fixed=digits if endptr else 0)
 
     return model
+
+
+def decimal(pstate: Any, addr: int, negative: bool, bits: int, fixed: int = 0) -> Any:
+    """The value of the decimal digits at `addr` as a formula over those bytes: up to
+    SYMBOLIC_DIGITS of them, the first cell that is not a digit ends the number (the first is
+    one, as in this run). `fixed`: exactly that many digits, then a byte that is not one (the
+    caller parses on from the end it found: `endptr`, the rest of an sscanf format)."""
+    ast = pstate.actx
+    cells = [pstate.read_symbolic_memory_byte(addr + k).getAst() for k in range(max(fixed + 1, SYMBOLIC_DIGITS))]
+    if fixed:
+        for cell in cells[:fixed]:
+            pstate.push_constraint(ast.land([cell >= 0x30, cell <= 0x39]))
+        pstate.push_constraint(ast.lnot(ast.land([cells[fixed] >= 0x30, cells[fixed] <= 0x39])))
+        n = ast.bv(0, bits)
+        for cell in cells[:fixed]:
+            n = n * ast.bv(10, bits) + (ast.zx(bits - 8, cell) - ast.bv(0x30, bits))
+        return ast.bv(0, bits) - n if negative else n
+
+    def is_digit(cell: Any) -> Any:
+        return ast.land([cell >= 0x30, cell <= 0x39])
+
+    def number(count: int) -> Any:
+        n = ast.bv(0, bits)
+        for cell in cells[:count]:
+            n = n * ast.bv(10, bits) + (ast.zx(bits - 8, cell) - ast.bv(0x30, bits))
+        return ast.bv(0, bits) - n if negative else n
+
+    result = number(SYMBOLIC_DIGITS)
+    for count in range(SYMBOLIC_DIGITS - 1, 0, -1):  # the first cell that is not a digit ends it
+        result = ast.ite(ast.lnot(is_digit(cells[count])), number(count), result)
+    pstate.push_constraint(is_digit(cells[0]))
+    return result
 
 
 # -- string searches: concrete answers, the bytes that decided them pinned ---------------------
@@ -355,6 +374,129 @@ def _abort(why: str) -> Exception:
     return AbortExecutionException(why)
 
 
+# -- sscanf: glibc's matching, numbers as formulas where strtol's would be ---------------------
+
+_SCAN = re.compile(rb"%(\*)?(\d+)?(hh|h|ll|l|z|j|t|L|q)?([diouxXcsn%]|\[\^?\]?[^\]]*\])")
+_SPACES = frozenset(b" \t\n\v\f\r")
+_BASES = {b"d": 10, b"u": 10, b"i": 0, b"o": 8, b"x": 16, b"X": 16}
+
+
+def _scanset(spec: bytes) -> tuple[frozenset[int], bool]:
+    """A %[...] conversion's set of bytes and whether it is negated (%[^...])."""
+    body = spec[1:-1]
+    negated = body[:1] == b"^"
+    body = body[1:] if negated else body
+    chars: set[int] = set()
+    k = 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1:k + 2] == b"-":
+            chars.update(range(body[k], body[k + 2] + 1))
+            k += 3
+        else:
+            chars.add(body[k])
+            k += 1
+    return frozenset(chars), negated
+
+
+def _sscanf(se: Any, pstate: Any) -> Any:
+    src, fmt = pstate.get_argument_value(0), pstate.get_argument_value(1)
+    text, f = _string(pstate, src), _string(pstate, fmt)
+    following = iter(range(2, 64))
+    pos = i = assigned = 0
+    completed = False  # a conversion completed (before one, an input failure returns EOF)
+
+    def skip_spaces() -> None:
+        nonlocal pos
+        start = pos
+        while pos < len(text) and text[pos] in _SPACES:
+            pos += 1
+        _pin(pstate, src + start, pos - start)  # the spaces as they are, and what ended them not one
+        if pos < len(text):
+            cell = pstate.read_symbolic_memory_byte(src + pos).getAst()
+            pstate.push_constraint(pstate.actx.land([cell != c for c in sorted(_SPACES)] + [cell != 0]))
+
+    while i < len(f):
+        if f[i] in _SPACES:
+            skip_spaces()
+            i += 1
+            continue
+        m = _SCAN.match(f, i) if f[i:i + 1] == b"%" else None
+        if m is None:  # a literal byte (or a conversion the model does not know: see below)
+            if f[i:i + 1] == b"%":
+                se.__dict__.setdefault("_symfence_not_modelled", []).append(f"the sscanf format {f[i:i + 4]!r}")
+                raise _abort("sscanf conversion")
+            if pos >= len(text):
+                return assigned if completed else pstate.minus_one
+            _pin(pstate, src + pos, 1)  # the byte the literal was matched against
+            if text[pos] != f[i]:
+                break
+            pos, i = pos + 1, i + 1
+            continue
+        i = m.end()
+        suppress, width_s, length, conv = m.groups()
+        width = int(width_s) if width_s else 0
+        if conv not in (b"c", b"n") and not conv.startswith(b"["):
+            skip_spaces()
+        if conv == b"%":
+            if pos >= len(text) or text[pos] != ord("%"):
+                break
+            pos += 1
+            continue
+        if conv == b"n":
+            if not suppress:
+                pstate.memory.write_int(pstate.get_argument_value(next(following)), pos, 4)
+            continue
+        if pos >= len(text):
+            return assigned if completed else pstate.minus_one
+        start = pos
+        if conv in _BASES:
+            field = text[pos:pos + width] if width else text[pos:]
+            signed = conv in (b"d", b"i")
+            bits = 8 * {b"hh": 1, b"h": 2, b"l": 8, b"ll": 8, b"q": 8, b"z": 8, b"j": 8, b"t": 8}.get(length or b"", 4)
+            value, first, digits, used_base, negative = parse_number(field, _BASES[conv], signed, 64)
+            if not digits:
+                _pin(pstate, src + pos, 1)
+                break
+            pos += first + digits
+            _pin(pstate, src + start, first)  # sign and base prefix as they are
+            if used_base == 10 and not width and digits <= SYMBOLIC_DIGITS:
+                formula = pstate.actx.extract(bits - 1, 0, decimal(pstate, src + start + first, negative, 64,
+                                                                   fixed=digits))
+            else:
+                _pin(pstate, src + start + first, min(digits + 1, len(text) - start - first))
+                formula = None
+            if not suppress:
+                out = pstate.get_argument_value(next(following))
+                pstate.memory.write_int(out, value & ((1 << bits) - 1), bits // 8)
+                if formula is not None:
+                    pstate.write_symbolic_memory_int(out, bits // 8, formula)
+                assigned += 1
+            completed = True
+            continue
+        if conv == b"c":
+            taken = width or 1
+            if len(text) - pos < taken:
+                return assigned if completed else pstate.minus_one
+        else:
+            chars, negated = (_SPACES, True) if conv == b"s" else _scanset(conv)
+            taken = 0
+            while pos + taken < len(text) and (not width or taken < width) and (text[pos + taken] in chars) != negated:
+                taken += 1
+            _pin(pstate, src + pos, min(taken + 1, len(text) - pos))  # what matched and what stopped it
+            if not taken:
+                break
+        if not suppress:
+            out = pstate.get_argument_value(next(following))
+            for k in range(taken):
+                pstate.write_symbolic_memory_byte(out + k, pstate.read_symbolic_memory_byte(src + pos + k))
+            if conv != b"c":
+                pstate.memory.write(out + taken, b"\0")
+            assigned += 1
+        completed = True
+        pos += taken
+    return assigned
+
+
 def _returns(value: int) -> Callable[[Any, Any], int]:
     def model(se: Any, pstate: Any) -> int:
         return value
@@ -391,6 +533,9 @@ MODELS: dict[str, Callable[[Any, Any], Any]] = {
     "ntohl": _swap(32),
     "fgetc": _fgetc,
     "getc": _fgetc,
+    "sscanf": _sscanf,
+    "__isoc99_sscanf": _sscanf,
+    "__isoc23_sscanf": _sscanf,
     "sprintf": _printf(0, None, 1),  # TritonDSE's own writes nothing into the buffer
     "snprintf": _printf(0, 1, 2),
     "__sprintf_chk": _printf(0, None, 3),
