@@ -265,6 +265,32 @@ def _fgetc(se: Any, pstate: Any) -> Any:
     return data[0]
 
 
+def _c_locale_class(c: int) -> int:
+    """glibc's classification bits of byte `c` in the C locale (``<ctype.h>``'s _ISbit on a
+    little-endian machine: bits 0-7 in the high byte, 8-11 in the low one)."""
+    if not 0 <= c < 128:
+        return 0
+    ch = chr(c)
+    bits = [ch.isupper(), ch.islower(), ch.isalpha(), ch.isdigit(), ch in string.hexdigits,
+            ch in " \t\n\v\f\r", 0x20 <= c < 0x7F, 0x21 <= c < 0x7F, ch in " \t", c < 0x20 or c == 0x7F,
+            0x21 <= c < 0x7F and not ch.isalnum(), ch.isalnum()]
+    return sum(((1 << b) << 8 if b < 8 else (1 << b) >> 8) for b, on in enumerate(bits) if on)
+
+
+def _ctype_b_loc(se: Any, pstate: Any) -> int:
+    """``__ctype_b_loc`` (what `isspace`, `isdigit`, ... compile to): the address of a pointer to
+    glibc's table of uint16 class bits, indexed -128..255, in the C locale. TritonDSE's own table
+    was too short: `isspace(0xff)` read past it, a crash in the emulation the program never had."""
+    tables = se.__dict__.setdefault("_symfence_ctype", {})
+    if "b" not in tables:
+        table = b"".join(_c_locale_class(i & 0xFF if i >= 0 else -1).to_bytes(2, "little") for i in range(-128, 256))
+        base = pstate.heap_allocator.alloc(pstate.ptr_size + len(table))
+        pstate.memory.write(base + pstate.ptr_size, table)
+        pstate.memory.write_ptr(base, base + pstate.ptr_size + 128 * 2)
+        tables["b"] = base
+    return tables["b"]
+
+
 def _ctype_case_loc(upper: bool) -> Callable[[Any, Any], int]:
     """``__ctype_toupper_loc``/``__ctype_tolower_loc`` (what `toupper` and `tolower` compile to
     with optimization): the address of a pointer to glibc's table of int32, indexed -128..255,
@@ -525,6 +551,7 @@ MODELS: dict[str, Callable[[Any, Any], Any]] = {
     "strncat": _cat(True),
     "toupper": _case(True),
     "tolower": _case(False),
+    "__ctype_b_loc": _ctype_b_loc,
     "__ctype_toupper_loc": _ctype_case_loc(True),
     "__ctype_tolower_loc": _ctype_case_loc(False),
     "htons": _swap(16),
