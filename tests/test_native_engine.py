@@ -334,3 +334,18 @@ int main(void) {
     runs, data, own = explore_until(TritonDseEngine(str(solver), NativeOptions()), b"port 12345 mode -1",
                                     RunKind.CRASH, limit=60)
     assert data.startswith(b"port 31337 mode -4") and own.signal == 11
+
+
+def test_the_ctype_class_table_is_glibcs_c_locale_table():
+    import subprocess as sp
+    import sys
+
+    from symfence.worker.native.libc_models import _c_locale_class
+
+    # glibc's own table in the C locale, read in a fresh process (setlocale is process-wide)
+    code = ("import ctypes; libc = ctypes.CDLL(None); libc.setlocale(0, b'C'); "
+            "libc.__ctype_b_loc.restype = ctypes.POINTER(ctypes.POINTER(ctypes.c_uint16)); "
+            "t = libc.__ctype_b_loc().contents; print(','.join(str(t[i]) for i in range(-128, 256)))")
+    glibc = [int(v) for v in sp.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True).stdout.split(",")]
+    assert [_c_locale_class(i & 0xFF if i >= 0 else -1) for i in range(-128, 256)] == glibc
