@@ -386,8 +386,11 @@ exec ip netns exec "$ns" {" ".join(self.UNSHARE)} sh -c "$pre"'hostname "$0" && 
         return [int(p) for p in r.stdout.split()]
 
     def kill(self, name: str, sig: int = signal.SIGKILL, *, match: str | None = None) -> list[int]:
-        """Signal the host's processes (only those whose command line contains `match`)."""
-        hit = []
+        """Signal the host's processes (only those whose command line contains `match`). All are
+        found first and then signalled in one go: signalled one by one, between reads of
+        /proc, the first one's death had hydra end its siblings before they were reached
+        (one of a host's two ranks "killed", a CI failure)."""
+        chosen = []
         for pid in self.pids(name):
             if match is not None:
                 try:
@@ -395,6 +398,9 @@ exec ip netns exec "$ns" {" ".join(self.UNSHARE)} sh -c "$pre"'hostname "$0" && 
                         continue
                 except OSError:
                     continue
+            chosen.append(pid)
+        hit = []
+        for pid in chosen:
             try:
                 os.kill(pid, sig)
                 hit.append(pid)
