@@ -178,8 +178,9 @@ def _strstr(se: Any, pstate: Any) -> int:
 def _span(accepting: bool) -> Callable[[Any, Any], int]:
     def span(se: Any, pstate: Any) -> int:
         s, a = pstate.get_argument_value(0), pstate.get_argument_value(1)
-        text, chars = _string(pstate, s), set(_string(pstate, a))
-        _pin(pstate, a, len(_string(pstate, a)) + 1)
+        text, accept = _string(pstate, s), _string(pstate, a)
+        chars = set(accept)
+        _pin(pstate, a, len(accept) + 1)
         k = 0
         while k < len(text) and (text[k] in chars) == accepting:
             k += 1
@@ -277,37 +278,34 @@ def _c_locale_class(c: int) -> int:
     return sum(((1 << b) << 8 if b < 8 else (1 << b) >> 8) for b, on in enumerate(bits) if on)
 
 
-def _ctype_b_loc(se: Any, pstate: Any) -> int:
-    """``__ctype_b_loc`` (what `isspace`, `isdigit`, ... compile to): the address of a pointer to
-    glibc's table of uint16 class bits, indexed -128..255, in the C locale. TritonDSE's own table
-    was too short: `isspace(0xff)` read past it, a crash in the emulation the program never had."""
-    tables = se.__dict__.setdefault("_symfence_ctype", {})
-    if "b" not in tables:
-        table = b"".join(_c_locale_class(i & 0xFF if i >= 0 else -1).to_bytes(2, "little") for i in range(-128, 256))
-        base = pstate.heap_allocator.alloc(pstate.ptr_size + len(table))
-        pstate.memory.write(base + pstate.ptr_size, table)
-        pstate.memory.write_ptr(base, base + pstate.ptr_size + 128 * 2)
-        tables["b"] = base
-    return tables["b"]
-
-
-def _ctype_case_loc(upper: bool) -> Callable[[Any, Any], int]:
-    """``__ctype_toupper_loc``/``__ctype_tolower_loc`` (what `toupper` and `tolower` compile to
-    with optimization): the address of a pointer to glibc's table of int32, indexed -128..255,
-    in the C locale. TritonDSE's own toupper one fills a table of bytes; tolower had none."""
+def _table_loc(name: str, table: bytes, entry: int) -> Callable[[Any, Any], int]:
+    """A ``__ctype_*_loc`` model: the address of a pointer to `table` (entries of `entry` bytes,
+    indexed -128..255) at its index 0, placed on the heap once per execution (the program calls
+    it at every use)."""
 
     def loc(se: Any, pstate: Any) -> int:
-        tables = se.__dict__.setdefault("_symfence_ctype", {})
-        if upper not in tables:  # once per execution (the program calls it at every use)
-            table = b"".join(((i - 32 if upper and 0x61 <= i <= 0x7A else i + 32 if not upper and 0x41 <= i <= 0x5A
-                               else i) & 0xFFFFFFFF).to_bytes(4, "little") for i in range(-128, 256))
+        placed = se.__dict__.setdefault("_symfence_ctype", {})
+        if name not in placed:
             base = pstate.heap_allocator.alloc(pstate.ptr_size + len(table))
             pstate.memory.write(base + pstate.ptr_size, table)
-            pstate.memory.write_ptr(base, base + pstate.ptr_size + 128 * 4)
-            tables[upper] = base
-        return tables[upper]
+            pstate.memory.write_ptr(base, base + pstate.ptr_size + 128 * entry)
+            placed[name] = base
+        return placed[name]
 
     return loc
+
+
+def _case_table(upper: bool) -> bytes:
+    """glibc's C-locale toupper/tolower table: int32 entries (TritonDSE's toupper one is bytes)."""
+    low, high, shift = (0x61, 0x7A, -32) if upper else (0x41, 0x5A, 32)
+    return b"".join(((i + shift if low <= i <= high else i) & 0xFFFFFFFF).to_bytes(4, "little")
+                    for i in range(-128, 256))
+
+
+# The tables `isspace`, `isdigit`, ... (uint16 class bits) and `toupper`/`tolower` read inline.
+# TritonDSE's class table was too short: `isspace(0xff)` read past it, a crash in the emulation
+# the program never had; it had no tolower table.
+_CLASS_TABLE = b"".join(_c_locale_class(i & 0xFF if i >= 0 else -1).to_bytes(2, "little") for i in range(-128, 256))
 
 
 # -- sprintf and kin: the text written, concretely --------------------------------------------
@@ -478,7 +476,7 @@ def _sscanf(se: Any, pstate: Any) -> Any:
         if conv in _BASES:
             field = text[pos:pos + width] if width else text[pos:]
             signed = conv in (b"d", b"i")
-            bits = 8 * {b"hh": 1, b"h": 2, b"l": 8, b"ll": 8, b"q": 8, b"z": 8, b"j": 8, b"t": 8}.get(length or b"", 4)
+            bits = _INT_BITS.get(length or b"", 32)
             value, first, digits, used_base, negative = parse_number(field, _BASES[conv], signed, 64)
             if not digits:
                 _pin(pstate, src + pos, 1)
@@ -551,9 +549,9 @@ MODELS: dict[str, Callable[[Any, Any], Any]] = {
     "strncat": _cat(True),
     "toupper": _case(True),
     "tolower": _case(False),
-    "__ctype_b_loc": _ctype_b_loc,
-    "__ctype_toupper_loc": _ctype_case_loc(True),
-    "__ctype_tolower_loc": _ctype_case_loc(False),
+    "__ctype_b_loc": _table_loc("b", _CLASS_TABLE, 2),
+    "__ctype_toupper_loc": _table_loc("toupper", _case_table(True), 4),
+    "__ctype_tolower_loc": _table_loc("tolower", _case_table(False), 4),
     "htons": _swap(16),
     "ntohs": _swap(16),
     "htonl": _swap(32),
