@@ -64,7 +64,9 @@ def test_a_noisy_target_that_ends_its_process_neither_fills_the_disk_nor_loops(t
         size = live.log.stat().st_size
     finally:
         ex.close()
-    assert outcome.status is ExitKind.OK and outcome.execs > 5000, outcome
+    # ~200 bytes an execution would be 200 KB after 1,000. The turn can end at its first second (a new
+    # find ends it early: 3,822 executions there on a loaded machine), so the floor is 1,000, not more.
+    assert outcome.status is ExitKind.OK and outcome.execs > 1000, outcome
     assert size < 64 << 10, f"{size} bytes of log after {outcome.execs} executions"  # was ~200 per execution
     crashes = {c.data[:3]: c.detail for c in outcome.candidates if c.kind is ExitKind.CRASH}
     assert outcome.stats["fuzz_restarts"] == 0, outcome
