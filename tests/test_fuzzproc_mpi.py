@@ -8,8 +8,9 @@ import collections
 
 import pytest
 
+from symfence.coordinator.stats import read_stats
 from symfence.worker.faults import EXPECTED_REASON
-from tests.mpi_helpers import run_campaign
+from tests.mpi_helpers import crash_files, run_campaign, stop_when
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy]  # a fuzzing campaign: both cores busy
 
@@ -24,7 +25,15 @@ def test_turn_reports_are_fenced_and_the_process_starts_once(tmp_path):
         "faults": {"enabled": True, "seed": 5, "stale": 0.5, "duplicate": 0.5},
         "peers": {"ban_garbage": 0, "expiry_strikes": 0},
     }
-    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=120)
+    out = tmp_path / "out"
+
+    def seen() -> bool:  # each kind quarantined, several turns committed, the crash saved: stop (8 s at most)
+        stats = read_stats(out / "fuzzer_stats")
+        reasons = (EXPECTED_REASON[kind] for kind in ("stale", "duplicate"))
+        return (all(int(stats.get(f"quarantined_{reason}", 0)) > 0 for reason in reasons)
+                and int(stats.get("committed", 0)) >= 6 and bool(crash_files(out, "ShallowBug")))
+
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=120, on_start=stop_when(seen))
     assert run.code == 0, run.explain()
     s = run.stats()
     injected = collections.Counter(e["kind"] for e in run.worker_events() if e["event"] == "fault.injected")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from symfence.coordinator.failure import ExitCode
-from tests.mpi_helpers import run_campaign, synthetic_cfg
+from symfence.coordinator.stats import read_stats
+from tests.mpi_helpers import run_campaign, stop_when, synthetic_cfg
 
 pytestmark = pytest.mark.mpi
 
@@ -31,7 +32,12 @@ def test_hybrid_on_long_and_non_ascii_library_names_commits_every_result(tmp_pat
         "concolic": {"options": {"exec_timeout_s": 0.5, "max_candidates": 16}},
         "stats": {"interval_s": 0.5},
     }
-    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150)
+    def named() -> bool:  # every long name made into a key, both stages ran: stop (8 s at most)
+        stats = read_stats(tmp_path / "out" / "fuzzer_stats")
+        return (sum(k.startswith("engine_concretised_c_langenprufung_beschleuniger") for k in stats) == 3
+                and int(stats.get("committed", 0)) >= 4 and int(stats.get("fuzz_execs", 0)) > 0)
+
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=150, on_start=stop_when(named))
     assert run.code == 0, run.explain()
     s = run.stats()
     refused = [e for e in run.events() if e["event"] == "result.quarantined"]
