@@ -15,7 +15,7 @@ from symfence.coordinator.journal import Journal, JournalError
 from symfence.coordinator.stats import read_stats
 from symfence.protocol.coverage import CoverageMap
 from symfence.worker.realtrace.tracer import ArcTracer, load_callable, resolve_include
-from tests.mpi_helpers import run_campaign, stop_when
+from tests.mpi_helpers import crash_files, run_campaign, stop_when
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy]
 
@@ -45,9 +45,14 @@ def _real_edges(target: str, data: bytes) -> dict[int, int]:
 
 def test_fuzz_slice_end_to_end(tmp_path):
     target = "tests.hybrid_targets:shallow"
-    run = run_campaign(tmp_path, _cfg("fuzz", [target], 6), ranks=2, timeout_s=120)
+    out = tmp_path / "out"
+
+    def found() -> bool:  # the crash saved and a kept input in the queue: stop (6 s at most)
+        return bool(crash_files(out, "ShallowBug")) and any("op:fuzz" in p.name for p in _queue(out))
+
+    run = run_campaign(tmp_path, _cfg("fuzz", [target], 6), ranks=2, timeout_s=120, on_start=stop_when(found))
     assert run.code == 0, run.explain()
-    assert "campaign finished: duration reached" in run.stdout
+    assert "work exhausted" not in run.stdout  # a fuzz stage never runs out of work
     s = run.stats()
     assert int(s["committed"]) >= 1 and int(s["quarantined_results"]) == 0
     assert int(s["fuzz_execs"]) > 0 and int(s["concolic_execs"]) == 0
