@@ -391,13 +391,13 @@ def _write_owed_files(coordinator, code: int) -> int:
 def _worker_rank(comm, peers) -> int:
     import signal
 
+    _import_structlog_without_rich()  # first: the log module below imports structlog
     from symfence.coordinator import log as logsetup
 
     # mpiexec forwards Ctrl-C / SIGTERM to every rank; the coordinator turns it into a drain
     # and a STOP, so a worker must not die of it mid-task.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _import_structlog_without_rich()
     from symfence.worker.endpoint import Endpoint
     from symfence.worker.loop import EXIT_ORPHANED, Worker
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -155,3 +156,27 @@ def test_the_configuration_reference_lists_every_key():
     missing = [f"{s}.{k}" for s, keys in SCHEMA.items() for k in keys
                if f"`{s}.{k}`" not in doc and not (s == "faults" and f"`{k}`" in doc)]
     assert not missing, f"add to docs/configuration.md: {missing}"
+
+
+def test_a_worker_rank_imports_structlog_without_rich():
+    """A worker rank logs to its file only: structlog is imported with rich hidden, before anything
+    else imports it (the log module did, so the rank paid for rich anyway). The rank's loop and
+    endpoint are stand-ins here: what is checked is the order of the rank's own imports."""
+    code = textwrap.dedent('''
+        import sys, types
+        loop = types.ModuleType("symfence.worker.loop")
+        class Worker:
+            def __init__(self, *args): pass
+            def run(self): return 0
+        loop.Worker, loop.EXIT_ORPHANED = Worker, 99
+        endpoint = types.ModuleType("symfence.worker.endpoint")
+        endpoint.Endpoint = lambda comm: None
+        sys.modules.update({"symfence.worker.loop": loop, "symfence.worker.endpoint": endpoint})
+        from symfence.coordinator import cli
+        cli._finalize_with_watchdog = lambda *args: None
+        assert cli._worker_rank(None, None) == 0
+        print("structlog" in sys.modules, sys.modules.get("rich") is not None)
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"], done.stdout
