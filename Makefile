@@ -59,8 +59,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Side by side on two workers (pytest-xdist; tests/conftest.py gives the heavy tests to one worker, one
-# after another, and keeps a module-scoped fixture to one worker), ending with
+# Side by side on three workers on the 2 cores (pytest-xdist; tests/conftest.py gives the heavy tests to
+# one worker, one after another, and keeps a module-scoped fixture to one worker; many tests wait on
+# their campaign's events, so a third worker fills the idle CPU: docs/benchmarks.md), ending with
 # the 15 slowest tests (pyproject.toml's addopts). The tree is byte-compiled first (0.6 s): the
 # suite starts some 1,400 Python processes (ranks, engine children, replays) and, with
 # PYTHONDONTWRITEBYTECODE set (as on this VM), each compiled every symfence module it imported
@@ -68,7 +69,7 @@ lint: $(STAMP)
 # "where the suite's time goes").
 test: lint $(OSTAMP) afl
 	$(BIN)/python -m compileall -q -j 0 symfence coordinator worker protocol tools examples bench tests >/dev/null
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -1,4 +1,4 @@
-"""How tests share the cores when `make test` runs them side by side (pytest-xdist, `-n 2`).
+"""How tests share the cores when `make test` runs them side by side (pytest-xdist, `-n 3`).
 
 Two marks, enforced with file locks between the xdist workers of one run (no-ops in a serial run):
 
@@ -12,8 +12,8 @@ its last teardown, so a module-scoped campaign fixture set up by a marked test i
 
 Where each test runs (`make test` passes ``--dist loadgroup``): every ``heavy`` and ``alone`` test
 goes to one xdist group, so one worker runs them one after another (the biggest group: it starts
-first) while the other takes the light tests; the locks then never leave a worker waiting for the
-other's heavy test. The tests of a module with a module-scoped fixture form a group of their own,
+first) while the others take the light tests; the locks then never leave a worker waiting for
+another's heavy test. The tests of a module with a module-scoped fixture form a group of their own,
 so that fixture (a campaign, a build) is set up once per run, not once per worker.
 """
 
