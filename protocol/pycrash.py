@@ -254,17 +254,21 @@ def _assert_site(frame: Frame) -> str:
 
 
 def _recursion_frames(inner: list[Frame]) -> tuple[str, ...] | None:
-    """A RecursionError's frames: where the recursion was entered (the outermost function that
-    appears again deeper) and the frames that called it; None if nothing repeats. Neither the
-    depth at which the limit hit nor which of a parser's functions the input happened to nest
-    through (``{{((`` and ``{{[[`` in a template engine run different subsets of one recursive
-    descent) changes it: one missing depth limit, one bug."""
+    """A RecursionError's frames: the recursion, named by the first (in sorted order) of the
+    functions that repeat, and the frames that called into it (outward of the outermost repeating
+    frame); None if nothing repeats. Neither the depth at which the limit hit, nor which of a
+    parser's functions the input happened to nest through (``{{((`` and ``{{[[`` in a template
+    engine run different subsets of one recursive descent), nor at which of them the recursion
+    was entered (pycparser's declarators enter its expression grammar at the unary, cast,
+    assignment... expression, by the input's syntax), nor where a cut of the text fell in the
+    cycle changes it: one missing depth limit, one bug."""
     names = _names(inner)  # innermost first
     counts = collections.Counter(names)
     if max(counts.values(), default=0) < 2:
         return None
     entered = max(i for i, n in enumerate(names) if counts[n] > 1)  # the outermost repeating frame
-    return ("cycle:" + names[entered], *names[entered + 1:entered + TOP_FRAMES])
+    named = min(n for n in counts if counts[n] > 1)
+    return ("cycle:" + named, *names[entered + 1:entered + TOP_FRAMES])
 
 
 def _python_identity(crash_type: str, frames: Sequence[Frame], target: str | None,
@@ -341,13 +345,39 @@ def _fold(blocks: list[str]) -> tuple[list[str], str, list[str]] | None:
     return blocks[:start + p], marker, blocks[start + p + turns * p:]
 
 
-def compact_traceback(text: str) -> str:
+def _fitting(blocks: Iterable[str], budget: int) -> int:
+    """How many of ``blocks``, from the first, fit in ``budget`` characters (each with its newline)."""
+    count = 0
+    for block in blocks:
+        budget -= len(block) + 1
+        if budget < 0:
+            break
+        count += 1
+    return count
+
+
+def _frames_in(block: str) -> int:
+    """How many frames a block of a stack stands for: one, or as many as its marker says."""
+    marker = _REPEATED.match(block)
+    if marker is None:
+        return 1
+    numbers = [int(n) for n in re.findall(r"\d+", block)]
+    if "frames omitted" in block:
+        return numbers[0]
+    return numbers[0] * numbers[1] if len(numbers) == 2 else numbers[0]  # frames x turns; a line x turns
+
+
+def compact_traceback(text: str, limit: int | None = None) -> str:
     """A formatted traceback with its repeated cycles of frames folded into one marker line each
     (``[Previous 14 frames repeated 25 more times]``, as Python itself folds one line repeated),
     the rest unchanged; a text without frames comes back as it is. A RecursionError through a
     mutually recursive parser prints hundreds of frames: cut to the wire's limit (head and tail)
     it lost where the recursion was entered, which its identity is made of. A stack still longer
-    than ``KEEP_FRAMES`` (nesting through several paths) keeps its outermost and innermost frames."""
+    than ``KEEP_FRAMES`` (nesting through several paths) keeps its outermost and innermost frames;
+    with ``limit`` (the characters the text will be cut to), only as many whole frames of each end
+    as fit in two fifths of it each, so a cut of the text to ``limit`` does not land inside the
+    stack (it kept ~500 characters of the head: the three outermost frames, not where a library's
+    recursion began)."""
     if text.count('File "') < 9:  # too short to be worth folding
         return text
     out: list[str] = []
@@ -363,8 +393,12 @@ def compact_traceback(text: str) -> str:
             stack += [*head, marker]
         stack += rest
         outer, inner = KEEP_FRAMES
+        if limit is not None and sum(len(block) + 1 for block in stack) > limit * 4 // 5:
+            outer = min(outer, max(1, _fitting(stack, limit * 2 // 5)))
+            inner = min(inner, max(1, _fitting(reversed(stack), limit * 2 // 5)))
         if len(stack) > outer + inner:  # no single cycle (nesting by several paths): both ends
-            stack[outer:len(stack) - inner] = [f"  [{len(stack) - outer - inner} frames omitted]"]
+            omitted = sum(map(_frames_in, stack[outer:len(stack) - inner]))
+            stack[outer:len(stack) - inner] = [f"  [{omitted} frames omitted]"]
         out.extend(stack)
         run.clear()
 
@@ -380,6 +414,10 @@ def compact_traceback(text: str) -> str:
                 j += 1
             run.append("\n".join(lines[i:j]))
             i = j
+            continue
+        if run and _REPEATED.match(line):  # a marker of frames left out: part of the same stack
+            run.append(line)
+            i += 1
             continue
         flush()
         out.append(line)

@@ -130,7 +130,7 @@ def test_recursion_error_is_its_cycle_whatever_the_depth_it_hit_the_limit_at():
     deep = b"[" * 5000
     keys = {identity_from_python_exception(_at_depth(d, triage_targets.recursion_target, deep), target).key
             for d in range(4)}  # the stack depth the harness is called at differs per context
-    assert keys == {"RecursionError @ cycle:triage_targets._value > triage_targets.recursion_target"}
+    assert keys == {"RecursionError @ cycle:triage_targets._array > triage_targets.recursion_target"}
     plain = ident("recursion_target", deep)
     assert plain in keys
     other = ident("recursion_target", b"(" * 5000)
@@ -160,6 +160,32 @@ def test_one_recursive_descent_is_one_bug_whichever_way_the_input_nests():
         keys.add(identity_from_detail(sent, target).key)
         keys.add(identity_from_detail(detail, target).key)
     assert keys == {"RecursionError @ cycle:triage_targets._expr > triage_targets.nested_target"}
+
+
+def test_a_recursion_below_a_librarys_layers_is_one_bug_wherever_it_was_entered_and_cut():
+    """The recursion starts below four frames of long lines, is entered at one of three functions
+    of the grammar and nests by two paths in no fixed order, so nothing folds into one cycle. Cut
+    to the wire's limit by bytes, the text kept ~500 characters of its head and a tail that began
+    anywhere in a turn: the recursion was named by whichever frame came first after the cut, and
+    one bug was 7 identities in 15 s on pycparser. Now the stack keeps whole frames of both ends
+    (the layers too) and the recursion is named by the first of its repeating functions."""
+    import random
+
+    rng = random.Random(5)
+    keys = set()
+    for entry in (b"=", b"*", b"x"):
+        for _ in range(3):
+            data = entry + bytes(rng.choice(b"([") for _ in range(4000))
+            verdict, detail = _plain("layered_target", data)
+            assert verdict is Verdict.CRASHED, detail
+            sent = _sent(detail)
+            assert len(sent) <= 4000 and "frames omitted" in sent, sent[:3000]
+            assert "characters cut" not in sent, sent[:3000]  # whole frames left out, no bytes cut
+            assert "in _layer_four" in sent  # where the library's recursion began is still in it
+            keys.add(identity_from_detail(sent, f"{MOD}:layered_target").key)
+            keys.add(identity_from_detail(detail, f"{MOD}:layered_target").key)
+    assert keys == {"RecursionError @ cycle:triage_targets._e_atom > triage_targets._layer_four"
+                    " > triage_targets._layer_three"}
 
 
 def test_compact_traceback_folds_cycles_and_leaves_other_text_alone():

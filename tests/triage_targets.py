@@ -119,6 +119,50 @@ def nested_target(data: bytes) -> None:
     _expr(data, 0)
 
 
+# A library's layers above its recursive descent (each line long, as real code's are), then an
+# expression grammar with no depth limit that the input enters at one of three functions (by its
+# first byte) and nests through by two paths: '(' a group, '[' a call.
+def _layer_one(data: bytes) -> int:
+    return _layer_two(data[1:], entry_point_chosen_by_the_first_byte=data[:1])
+
+
+def _layer_two(data: bytes, entry_point_chosen_by_the_first_byte: bytes) -> int:
+    return _layer_three(data, entry_point_chosen_by_the_first_byte, position_in_the_text=0)
+
+
+def _layer_three(data: bytes, entry_point_chosen_by_the_first_byte: bytes, position_in_the_text: int) -> int:
+    return _layer_four(data, entry_point_chosen_by_the_first_byte, position_in_the_text)
+
+
+def _layer_four(data: bytes, entry_point_chosen_by_the_first_byte: bytes, position_in_the_text: int) -> int:
+    entries = {b"=": _e_sum, b"*": _e_term}
+    return entries.get(entry_point_chosen_by_the_first_byte, _e_atom)(data, position_in_the_text)
+
+
+def _e_sum(data: bytes, pos: int) -> int:
+    return _e_term(data, pos)
+
+
+def _e_term(data: bytes, pos: int) -> int:
+    return _e_atom(data, pos)
+
+
+def _e_atom(data: bytes, pos: int) -> int:
+    if data[pos:pos + 1] == b"(":
+        return _e_sum(data, pos + 1)
+    if data[pos:pos + 1] == b"[":
+        return _e_call(data, pos + 1)
+    return pos
+
+
+def _e_call(data: bytes, pos: int) -> int:
+    return _e_term(data, pos)
+
+
+def layered_target(data: bytes) -> None:
+    _layer_one(data)
+
+
 def assert_target(data: bytes) -> None:
     """A differential-style harness: two checks in one function are two bugs."""
     if len(data) < 2:

@@ -141,7 +141,7 @@ def fit(result: Result, limits: Limits) -> Result:
         if len(kept) >= limits.max_candidates:
             dropped["count"] += 1
             continue
-        detail = fit_text(compact_traceback(c.detail), text)  # a recursion's frames folded first
+        detail = fit_text(compact_traceback(c.detail, text), text)  # a recursion's frames folded first
         size = _CANDIDATE_OVERHEAD + len(c.data) + len(c.trace) + 4 * len(detail)
         if size > budget:
             dropped["message"] += 1

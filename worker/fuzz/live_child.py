@@ -305,7 +305,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         else:  # anything else the target raises is a crash
             exc.__traceback__ = exc.__traceback__.tb_next if exc.__traceback__ else None  # our frame
             record("crash", data, _signature(exc),  # a recursion's frames folded first
-                   lambda e=exc: compact_traceback("".join(traceback.format_exception(e)))[-16000:])
+                   lambda e=exc: compact_traceback("".join(traceback.format_exception(e)), 16000)[-16000:])
         counter[1] = 0
 
     rss_limit_mb = int(spec["rss_limit_mb"])
