@@ -445,3 +445,25 @@ def test_a_word_of_the_librarys_table_reaches_libfuzzer(tmp_path, monkeypatch):
     assert found and found[0].data.startswith(b"xylophonic-mode"), "the table's word did not reach libFuzzer"
     started = [e for e in logs if e["event"] == "fuzz.library_dict"]
     assert started and started[0]["tokens"] >= 3 and started[0]["run"] == 1  # the table's three words
+
+
+def test_a_recursion_is_recorded_once_wherever_it_hit_the_limit(tmp_path):
+    """Five corpus entries nest through one recursive descent in different orders, so the limit
+    hits at different lines: one finding, not one per line (each went to the coordinator to be
+    replayed and found the same bug)."""
+    import random
+
+    rng = random.Random(7)
+    entries = tuple(b"x" + bytes(rng.choice(b"([") for _ in range(3000)) for _ in range(5))
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        spec = pack_spec(SliceSpec(entries, ()))
+        ex.start(Task("t" * 64, "w" * 64, spec, "tests.triage_targets:layered_target", 1,
+                      {"slice_s": 1.0, "exec_timeout_s": 2.0}))
+        deadline = time.monotonic() + 120
+        while (outcome := ex.wait(0.05)) is None:
+            assert time.monotonic() < deadline, "the turn did not end"
+    finally:
+        ex.close()
+    recursions = [c for c in outcome.candidates if c.kind is ExitKind.CRASH and "RecursionError" in c.detail]
+    assert len(recursions) == 1, [c.detail[-300:] for c in recursions]

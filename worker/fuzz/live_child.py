@@ -96,7 +96,16 @@ def _hang_site(exc: BaseException) -> str:
 
 
 def _signature(exc: BaseException) -> str:
+    """Type and raising line; a RecursionError's raising line is wherever the limit hit, so its is
+    the first of the functions that repeat (the coordinator names the bug by the same rule)."""
     tb = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != target_exit.__file__]
+    if isinstance(exc, RecursionError):
+        seen, repeating = set(), set()
+        for frame in tb:
+            site = f"{frame.filename}:{frame.name}"
+            (repeating if site in seen else seen).add(site)
+        if repeating:
+            return f"RecursionError@{min(repeating)}"
     where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
     return f"{type(exc).__name__}@{where}"
 
