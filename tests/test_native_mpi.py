@@ -4,7 +4,9 @@ adapter over the contract command), and AFL++ side by side through a sync direct
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -94,6 +96,32 @@ def test_symcc_engine_through_the_contract_command_under_mpiexec(tmp_path):
     crashes = list((run.out / "crashes").iterdir())
     assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
     assert len(list((run.out / "hangs").iterdir())) == 1
+
+
+# A real SymCC build's compiler wrapper, when this machine has one: no registry we install from
+# ships SymCC, so `make test` cannot; docs/native.md says how one was built and run here.
+REAL_SYMCC = os.environ.get("SYMFENCE_SYMCC") or shutil.which("symcc")
+
+
+@needs_afl
+@pytest.mark.skipif(REAL_SYMCC is None, reason="no SymCC build (set SYMFENCE_SYMCC to its `symcc` compiler "
+                    "wrapper, or put it on PATH): the SymCC engine is tested through the contract command")
+def test_a_real_symcc_build_finds_the_crash_and_the_hang_under_mpiexec(tmp_path):
+    """The SymCC engine with a real SymCC build of the target (QSYM backend: it writes its test
+    cases to SYMCC_OUTPUT_DIR and prunes with SYMCC_AFL_COVERAGE_MAP), from zero bytes."""
+    record = str(built() / "record")
+    symcc_build = tmp_path / "record.symcc"
+    made = subprocess.run([REAL_SYMCC, "-O1", "-g", "-o", str(symcc_build), str(ROOT / "examples/native/record.c")],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    cfg = native_cfg([record], engine="symcc", symcc_command=str(symcc_build), input="stdin")
+    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
+                       on_start=stop_when(found(tmp_path / "out", [record], [record]), cfg["campaign"]["duration_s"]))
+    assert run.code == 0, run.explain()
+    crashes = list((run.out / "crashes").iterdir())
+    assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
+    assert len(list((run.out / "hangs").iterdir())) == 1
+    assert "task errors 0" in run.stdout and int(run.stats()["engine_generated"]) > 0, run.stdout[-2000:]
 
 
 def afl_ids(queue: Path) -> list[int]:
