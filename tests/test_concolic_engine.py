@@ -148,6 +148,36 @@ def test_comparisons_record_branches_with_site_direction_and_condition() -> None
     assert edges_from_sites(rec.locations)  # branches are coverage
 
 
+def test_a_comparison_with_no_condition_is_no_branch() -> None:
+    """A comparison decided without the input (a SymBool with no condition, as C code that compared
+    a symbolic value makes: functools.lru_cache's key lookup in urllib.parse.urlsplit) is no branch:
+    it was recorded with the condition None, and every engine task of a target that called
+    urlsplit on its input ended in ERROR (`'NoneType' object has no attribute 'get_id'`)."""
+    root, _, rec = symbolic_root(b"\x05\x09")
+    with recording(rec):
+        if SymBool(True, 0, None):
+            pass
+        if root[0] == 5:
+            pass
+    assert rec.taken == [True] and len(rec.conds) == 1 and all(isinstance(c, z3.BoolRef) for c in rec.conds)
+
+
+def test_an_engine_task_on_a_target_that_calls_urlsplit_is_no_error(make_target) -> None:
+    target = make_target("""
+        from urllib.parse import urlsplit
+
+        def target(data):
+            text = data.decode("latin-1")
+            urlsplit(text)
+            if urlsplit(data.decode("latin-1")).scheme == "ftp":  # the cached call: its key compared in C
+                raise ValueError("ftp")
+    """)
+    engine = ConcolicEngine()
+    for data in (b"%\x00.", b"http://a/b", b"x:y"):
+        outcome = run_task(engine, target, data, exec_timeout_s=2.0)
+        assert outcome.status is ExitKind.OK, outcome.error
+
+
 def test_bytes_proxy_slicing_equality_startswith_iteration_and_len() -> None:
     root, _, rec = symbolic_root(b"SYMF\x01\x02")
     assert len(root) == 6 and isinstance(root, bytes) and root == b"SYMF\x01\x02"
