@@ -153,7 +153,8 @@ def run_hybrid(tmp: Path, name: str, budget_s: float) -> dict[str, Any]:
             "engine_share": round(cc_edges / (cc_edges + fz_edges), 3) if cc_edges + fz_edges else 0.0,
             "concolic_busy_s": float(stats.get("concolic_busy_s", 0) or 0),
             "fuzz_busy_s": float(stats.get("fuzz_busy_s", 0) or 0),
-            "fuzz_share": stats.get("fuzz_share", "")}
+            "fuzz_share": stats.get("fuzz_share", ""),
+            "task_errors": int(stats.get("status_error", 0) or 0)}  # engine/fuzz tasks that ended in ERROR
 
 
 def side_by_side(tmp: Path, name: str, spec: str, budget_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -305,7 +306,7 @@ def _measure(name: str, tmp: Path, budget_s: float, label: str) -> tuple[list[An
     row = [label, package, "FDP" if fdp else "bytes", hybrid["execs_per_worker_s"],
            atheris["execs_per_worker_s"], f"{execs_ratio:.2f}", f"{h['added']:+d}", f"{a['added']:+d}",
            f"ahead: Atheris {a['added']:+d}" if a["added"] <= 0 < h["added"] else f"{lines_ratio:.2f}",
-           f"{hybrid['engine_share']:.0%}", len(h["exceptions"]), len(a["exceptions"]),
+           f"{hybrid['engine_share']:.0%}", len(h["exceptions"]), len(a["exceptions"]), hybrid["task_errors"],
            f"{hybrid['wall_s']}/{atheris['wall_s']}", load]
     return row, record
 
@@ -340,8 +341,8 @@ def _report(budget_s: float, rows: list[list[Any]], runs: dict[str, Any], load_b
     ]
     headers = ["harness", "package", "input", "fuzz execs/worker/wall-s: hybrid", "execs/process/wall-s: Atheris",
                "execs ratio", "added lines: hybrid", "added lines: Atheris x2", "lines ratio",
-               "engine share of edges", "exceptions: hybrid", "exceptions: Atheris", "wall s hybrid/Atheris",
-               "load avg at start"]
+               "engine share of edges", "exceptions: hybrid", "exceptions: Atheris", "task errors: hybrid",
+               "wall s hybrid/Atheris", "load avg at start"]
     extra = {"budget_s": budget_s, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "complete": final, "load_before": load_before, "load_after": load_after, "median_lines_ratio": median,
              "goals": [{"goal": g, "met": met, "figures": f} for g, met, f in goals], "runs": runs}
