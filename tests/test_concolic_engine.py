@@ -178,6 +178,56 @@ def test_an_engine_task_on_a_target_that_calls_urlsplit_is_no_error(make_target)
         assert outcome.status is ExitKind.OK, outcome.error
 
 
+def test_a_library_that_loads_its_plugins_with_importlib_finds_them(make_target, tmp_path) -> None:
+    """A registry filled by a metaclass, and plugins loaded by name with ``importlib.import_module``
+    (sqlglot's dialects, Pygments' lexers). Under the engine the load's modules are rewritten
+    copies: ``import_module`` gave the plain plugin, which registered itself in the plain registry,
+    and the rewritten lookup failed ("Unknown dialect 'postgres'" on every sqlglot run: the engine
+    found nothing there). Now ``import_module`` of a module of the load is its rewritten copy."""
+    package = tmp_path / "sf_lazyreg"
+    (package / "plugins").mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent("""
+        import importlib
+
+        class _Registering(type):
+            classes = {}
+
+            def __new__(mcs, name, bases, attrs):
+                klass = super().__new__(mcs, name, bases, attrs)
+                mcs.classes[name.lower()] = klass
+                return klass
+
+        class Plugin(metaclass=_Registering):
+            def handle(self, text):
+                return 0
+
+        def get(name):
+            if name not in _Registering.classes:
+                importlib.import_module(f"sf_lazyreg.plugins.{name}")
+            return _Registering.classes[name]
+    """))
+    (package / "plugins" / "__init__.py").write_text("")
+    (package / "plugins" / "upper.py").write_text(textwrap.dedent("""
+        from sf_lazyreg import Plugin
+
+        class Upper(Plugin):
+            def handle(self, text):
+                if text[:2] == "OK":
+                    raise ValueError("planted")
+                return 1
+    """))
+    target = make_target("""
+        import sf_lazyreg
+
+        def target(data):
+            sf_lazyreg.get("upper")().handle(data.decode("latin-1"))
+    """)
+    outcome = run_task(ConcolicEngine(), target, b"ab", exec_timeout_s=2.0)
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.stats.get("false_findings", 0) == 0, outcome.stats
+    assert any(c.kind is ExitKind.CRASH and c.data[:2] == b"OK" for c in outcome.candidates), outcome.stats
+
+
 def test_bytes_proxy_slicing_equality_startswith_iteration_and_len() -> None:
     root, _, rec = symbolic_root(b"SYMF\x01\x02")
     assert len(root) == 6 and isinstance(root, bytes) and root == b"SYMF\x01\x02"

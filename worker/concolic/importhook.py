@@ -11,6 +11,8 @@ copies whose functions count a concretisation when called with a proxy (``c_<mod
 from __future__ import annotations
 
 import builtins
+import importlib
+import importlib.util
 import struct as _struct
 import sys
 import types
@@ -133,6 +135,32 @@ class Rewritten(dict[str, types.ModuleType]):
     importing = False
 
 
+class _Importlib(types.ModuleType):
+    """``importlib`` as the modules of one instrumented load see it: ``import_module`` of one of
+    the load's modules gives its rewritten copy (sqlglot loads its dialects and Pygments its
+    lexers by name; the plain copy registered a dialect in the plain registry, and the rewritten
+    one did not find it: every engine run of sqlglot ended "Unknown dialect 'postgres'"). Any
+    other name is the real module's."""
+
+    def __init__(self, rewritten: Rewritten) -> None:
+        super().__init__("importlib", importlib.__doc__)
+        self._rewritten = rewritten
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib, attr)
+
+    def import_module(self, name: str, package: str | None = None) -> types.ModuleType:
+        rewritten = self._rewritten
+        if rewritten and not rewritten.importing:
+            absolute = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+            copy = rewritten.get(absolute)
+            if copy is None and rewritten.later is not None:
+                copy = rewritten.later(absolute)
+            if copy is not None:
+                return copy
+        return importlib.import_module(name, package)
+
+
 def make_import(rewritten: Rewritten) -> Callable[..., Any]:
     """The ``__import__`` of the modules of one instrumented load: its rewritten copies (``rewritten``,
     name -> module, filled by ``instrument``), so an import run later inside a function finds the
@@ -159,11 +187,14 @@ def make_import(rewritten: Rewritten) -> Callable[..., Any]:
                 if top is not None:
                     return top
         module = _real_import(name, globals, locals, fromlist, level)
+        if level == 0 and (name == "importlib" or (not fromlist and name.startswith("importlib."))):
+            return own_importlib  # `import importlib(.util)`, `from importlib import import_module`
         if level != 0 or (not fromlist and "." in name):
             return module
         model = model_module(name)
         return module if model is None else model
 
+    own_importlib = _Importlib(rewritten)
     return sym_import
 
 
