@@ -180,10 +180,11 @@ def test_an_engine_task_on_a_target_that_calls_urlsplit_is_no_error(make_target)
 
 def test_a_library_that_loads_its_plugins_with_importlib_finds_them(make_target, tmp_path) -> None:
     """A registry filled by a metaclass, and plugins loaded by name with ``importlib.import_module``
-    (sqlglot's dialects, Pygments' lexers). Under the engine the load's modules are rewritten
+    or found through their entry points (sqlglot's dialects, Markdown's extensions). Under the engine the load's modules are rewritten
     copies: ``import_module`` gave the plain plugin, which registered itself in the plain registry,
     and the rewritten lookup failed ("Unknown dialect 'postgres'" on every sqlglot run: the engine
-    found nothing there). Now ``import_module`` of a module of the load is its rewritten copy."""
+    found nothing there; "TableExtension must be of type Extension" on Markdown). Now, while a target
+    runs, ``import_module`` of a module of its load is the rewritten copy, whoever calls it."""
     package = tmp_path / "sf_lazyreg"
     (package / "plugins").mkdir(parents=True)
     (package / "__init__.py").write_text(textwrap.dedent("""
@@ -205,6 +206,25 @@ def test_a_library_that_loads_its_plugins_with_importlib_finds_them(make_target,
             if name not in _Registering.classes:
                 importlib.import_module(f"sf_lazyreg.plugins.{name}")
             return _Registering.classes[name]
+
+        def by_entry_point(name):  # as Markdown finds its extensions
+            import importlib.metadata
+            (point,) = [p for p in importlib.metadata.entry_points(group="sf_lazyreg.plugins") if p.name == name]
+            klass = point.load()
+            if not issubclass(klass, Plugin):
+                raise TypeError(f"{klass} must be of type Plugin")
+            return klass
+    """))
+    info = tmp_path / "sf_lazyreg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sf_lazyreg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[sf_lazyreg.plugins]\nlower = sf_lazyreg.plugins.lower:Lower\n")
+    (package / "plugins" / "lower.py").write_text(textwrap.dedent("""
+        from sf_lazyreg import Plugin
+
+        class Lower(Plugin):
+            def handle(self, text):
+                return 2
     """))
     (package / "plugins" / "__init__.py").write_text("")
     (package / "plugins" / "upper.py").write_text(textwrap.dedent("""
@@ -220,6 +240,7 @@ def test_a_library_that_loads_its_plugins_with_importlib_finds_them(make_target,
         import sf_lazyreg
 
         def target(data):
+            sf_lazyreg.by_entry_point("lower")().handle(data.decode("latin-1"))
             sf_lazyreg.get("upper")().handle(data.decode("latin-1"))
     """)
     outcome = run_task(ConcolicEngine(), target, b"ab", exec_timeout_s=2.0)

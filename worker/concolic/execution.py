@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from symfence.protocol.coverage import edges_from_sites
+from symfence.worker.concolic.importhook import routing
 from symfence.worker.concolic.instrument import Target
 from symfence.worker.concolic.models import InputVariables, make_input
 from symfence.worker.concolic.recorder import Recorder
@@ -129,7 +130,7 @@ def execute(target: Target, data: bytes, *, symbolic: bool, timeout_s: float,
     recorder = Recorder(symbolic=symbolic, max_branches=max_branches,
                         pin_concretised=pin_concretised)
     try:
-        with recording(recorder), time_limit(timeout_s):
+        with recording(recorder), time_limit(timeout_s), routing(target):
             target(root)
     except ExecTimeout:
         return Run(ExitKind.HANG, f"execution exceeded {timeout_s:g} s", recorder, variables)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import importlib.metadata as importlib_metadata
 import importlib.util
 import struct as _struct
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from symfence.worker.concolic.models import PROXY_TYPES, sym_isinstance, sym_len
@@ -135,30 +137,49 @@ class Rewritten(dict[str, types.ModuleType]):
     importing = False
 
 
-class _Importlib(types.ModuleType):
-    """``importlib`` as the modules of one instrumented load see it: ``import_module`` of one of
-    the load's modules gives its rewritten copy (sqlglot loads its dialects and Pygments its
-    lexers by name; the plain copy registered a dialect in the plain registry, and the rewritten
-    one did not find it: every engine run of sqlglot ended "Unknown dialect 'postgres'"). Any
-    other name is the real module's."""
+_real_import_module = importlib.import_module
+_routing: list[Rewritten] = []  # the load whose target is running (``routing``), innermost last
 
-    def __init__(self, rewritten: Rewritten) -> None:
-        super().__init__("importlib", importlib.__doc__)
-        self._rewritten = rewritten
 
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(importlib, attr)
+def _import_module(name: str, package: str | None = None) -> types.ModuleType:
+    """``importlib.import_module`` in the engine's process: while a target runs (``routing``), a
+    module of its load comes back as the load's rewritten copy, by whatever library asks for it.
+    A library that loads its plugins by name (sqlglot's dialects, Markdown's extensions through
+    their entry points, Pygments' lexers) got the plain copy, which registered itself in the plain
+    registry or subclassed the plain base class, and the rewritten code refused it: every engine run
+    of sqlglot ended "Unknown dialect 'postgres'", of Markdown "TableExtension must be of type
+    Extension" (false findings, no children). Otherwise, and outside runs, the real function."""
+    load = _routing[-1] if _routing else None
+    if load is not None and not load.importing:
+        absolute = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+        copy = load.get(absolute)
+        if copy is None and load.later is not None:
+            copy = load.later(absolute)
+        if copy is not None:
+            return copy
+    return _real_import_module(name, package)
 
-    def import_module(self, name: str, package: str | None = None) -> types.ModuleType:
-        rewritten = self._rewritten
-        if rewritten and not rewritten.importing:
-            absolute = importlib.util.resolve_name(name, package) if name.startswith(".") else name
-            copy = rewritten.get(absolute)
-            if copy is None and rewritten.later is not None:
-                copy = rewritten.later(absolute)
-            if copy is not None:
-                return copy
-        return importlib.import_module(name, package)
+
+# Installed once, when the engine's process first imports this module: code that bound the
+# function before (``from importlib import import_module``) is patched where it is known to be.
+importlib.import_module = _import_module
+importlib_metadata.import_module = _import_module  # type: ignore[attr-defined]  # EntryPoint.load
+
+
+@contextmanager
+def routing(target: Callable[..., Any]) -> Iterator[None]:
+    """While ``target`` (an instrumented target function) runs, route ``import_module`` to its load."""
+    table = getattr(target, "__globals__", {}).get("__builtins__")
+    sym_import = table.get("__import__") if isinstance(table, dict) else getattr(table, "__import__", None)
+    load = getattr(sym_import, "rewritten", None)
+    if load is None:
+        yield
+        return
+    _routing.append(load)
+    try:
+        yield
+    finally:
+        _routing.pop()
 
 
 def make_import(rewritten: Rewritten) -> Callable[..., Any]:
@@ -187,14 +208,12 @@ def make_import(rewritten: Rewritten) -> Callable[..., Any]:
                 if top is not None:
                     return top
         module = _real_import(name, globals, locals, fromlist, level)
-        if level == 0 and (name == "importlib" or (not fromlist and name.startswith("importlib."))):
-            return own_importlib  # `import importlib(.util)`, `from importlib import import_module`
         if level != 0 or (not fromlist and "." in name):
             return module
         model = model_module(name)
         return module if model is None else model
 
-    own_importlib = _Importlib(rewritten)
+    sym_import.rewritten = rewritten  # type: ignore[attr-defined]  # for ``routing``
     return sym_import
 
 
