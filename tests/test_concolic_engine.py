@@ -249,6 +249,22 @@ def test_a_library_that_loads_its_plugins_with_importlib_finds_them(make_target,
     assert any(c.kind is ExitKind.CRASH and c.data[:2] == b"OK" for c in outcome.candidates), outcome.stats
 
 
+def test_expandtabs_keeps_a_text_without_tabs_symbolic() -> None:
+    """pyparsing expands the tabs of every text before it parses it: that concretised the whole
+    input, and the engine followed nothing of a grammar."""
+    root, _, rec = symbolic_root(b"ab c")
+    with recording(rec):
+        text = root.decode("latin-1").expandtabs()
+        assert text == "ab c"
+        before = len(rec.conds)
+        if text[0] == "a":
+            pass
+    assert len(rec.conds) == before + 1 and rec.concretisations["str.expandtabs"] == 0
+    tabbed, _, rec = symbolic_root(b"a\tb")
+    with recording(rec):
+        assert tabbed.decode("latin-1").expandtabs(4) == "a   b"
+
+
 def test_bytes_proxy_slicing_equality_startswith_iteration_and_len() -> None:
     root, _, rec = symbolic_root(b"SYMF\x01\x02")
     assert len(root) == 6 and isinstance(root, bytes) and root == b"SYMF\x01\x02"

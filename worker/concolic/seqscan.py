@@ -182,6 +182,16 @@ class _Scans(_Seq):
         items += self._items[pos:]
         return self._make(items, None, False)
 
+    def expandtabs(self, tabsize: Any = 8) -> Any:  # type: ignore[override]
+        """Without a tab (a scan: its comparisons are branches) the text itself; with one, the
+        plain result (noted). pyparsing expands the tabs of every text it parses first: the
+        whole input was concretised there, and the engine followed nothing of a grammar."""
+        tab = "\t" if self._kind == "str" else b"\t"
+        if self._find(tab, 0, None, sys._getframe(1), grow_into=False) < 0:
+            return self
+        note_concretised(f"{self._kind}.expandtabs")
+        return self._plain().expandtabs(value_of(tabsize))
+
     def splitlines(self, keepends: bool = False) -> list[Any]:  # type: ignore[override]
         """Lines, by a scan testing each character for a line boundary (``\\r\\n`` is one)."""
         frame = sys._getframe(1)
