@@ -95,7 +95,10 @@ def test_after_its_hang_the_process_cuts_long_executions_short(tmp_path, monkeyp
     finally:
         ex.close()
     ran = sorted(float(line) for line in log.read_text().split())
-    assert ran[-1] >= 0.45 and len(ran) >= 3, ran  # the first hang ran its time-out, later seeds too
+    # The first hang ran its time-out (0.5 s of CPU), or near it: on a loaded machine the parent's
+    # wall-clock watchdog (4 x time-out + 2 s without progress) can end it first (0.37 s seen in
+    # CI with three test workers on two cores). Later seeds ran too, each cut far shorter.
+    assert ran[-1] >= 0.25 and len(ran) >= 3, ran
     assert ran[-2] < 0.15, ran  # every later one was cut (CPU seconds: load does not stretch them)
     hangs = [c for c in candidates if c.kind is ExitKind.HANG]
     assert len(hangs) == 1 and hangs[0].data[:1] == b"H", candidates
