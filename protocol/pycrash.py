@@ -253,6 +253,13 @@ def _assert_site(frame: Frame) -> str:
     return f"{name}#{hashlib.sha256(source.encode()).hexdigest()[:6]}" if source else name
 
 
+def first_repeating(names: Iterable[str]) -> str | None:
+    """A recursion's name: the first, in sorted order, of ``names`` that occur more than once
+    (None: nothing repeats). The crash identity and the fuzz process's signature both use it."""
+    counts = collections.Counter(names)
+    return min((name for name, count in counts.items() if count > 1), default=None)
+
+
 def _recursion_frames(inner: list[Frame]) -> tuple[str, ...] | None:
     """A RecursionError's frames: the recursion, named by the first (in sorted order) of the
     functions that repeat, and the frames that called into it (outward of the outermost repeating
@@ -263,11 +270,11 @@ def _recursion_frames(inner: list[Frame]) -> tuple[str, ...] | None:
     assignment... expression, by the input's syntax), nor where a cut of the text fell in the
     cycle changes it: one missing depth limit, one bug."""
     names = _names(inner)  # innermost first
-    counts = collections.Counter(names)
-    if max(counts.values(), default=0) < 2:
+    named = first_repeating(names)
+    if named is None:
         return None
+    counts = collections.Counter(names)
     entered = max(i for i, n in enumerate(names) if counts[n] > 1)  # the outermost repeating frame
-    named = min(n for n in counts if counts[n] > 1)
     return ("cycle:" + named, *names[entered + 1:entered + TOP_FRAMES])
 
 

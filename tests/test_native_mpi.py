@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from tests.mpi_helpers import ROOT, run_campaign, stop_when
+from tests.mpi_helpers import ROOT, Run, run_campaign, stop_when
 from tests.native_support import HAVE_AFL, built, needs_afl, needs_cc, needs_tritondse
 
 pytestmark = [pytest.mark.mpi, pytest.mark.heavy, needs_tritondse, needs_cc]
@@ -84,18 +84,24 @@ def test_native_campaign_finds_each_planted_bug_from_zero_bytes(tmp_path):
     assert [p.read_bytes() for p in seeds] == [bytes(32), bytes(32)]
 
 
-@needs_afl
-def test_symcc_engine_through_the_contract_command_under_mpiexec(tmp_path):
+def symcc_finds_record_bugs(tmp_path: Path, symcc_command: str, **options) -> Run:
+    """A 3-rank campaign of the SymCC engine on examples/native/record, until its crash and its
+    hang are saved: exactly one of each, the crash a SIGSEGV of the plain build."""
     record = str(built() / "record")
-    cfg = native_cfg([record], engine="symcc",
-                     symcc_command="{python} -m symfence.worker.native.symcc_tritondse {target}",
-                     input="stdin", engine_timeout_s=120.0)  # each run starts Python and TritonDSE
+    cfg = native_cfg([record], engine="symcc", symcc_command=symcc_command, input="stdin", **options)
     run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
                        on_start=stop_when(found(tmp_path / "out", [record], [record]), cfg["campaign"]["duration_s"]))
     assert run.code == 0, run.explain()
     crashes = list((run.out / "crashes").iterdir())
     assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
     assert len(list((run.out / "hangs").iterdir())) == 1
+    return run
+
+
+@needs_afl
+def test_symcc_engine_through_the_contract_command_under_mpiexec(tmp_path):
+    symcc_finds_record_bugs(tmp_path, "{python} -m symfence.worker.native.symcc_tritondse {target}",
+                            engine_timeout_s=120.0)  # each run starts Python and TritonDSE
 
 
 # A real SymCC build's compiler wrapper, when this machine has one: no registry we install from
@@ -109,18 +115,11 @@ REAL_SYMCC = os.environ.get("SYMFENCE_SYMCC") or shutil.which("symcc")
 def test_a_real_symcc_build_finds_the_crash_and_the_hang_under_mpiexec(tmp_path):
     """The SymCC engine with a real SymCC build of the target (QSYM backend: it writes its test
     cases to SYMCC_OUTPUT_DIR and prunes with SYMCC_AFL_COVERAGE_MAP), from zero bytes."""
-    record = str(built() / "record")
     symcc_build = tmp_path / "record.symcc"
     made = subprocess.run([REAL_SYMCC, "-O1", "-g", "-o", str(symcc_build), str(ROOT / "examples/native/record.c")],
                           capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
-    cfg = native_cfg([record], engine="symcc", symcc_command=str(symcc_build), input="stdin")
-    run = run_campaign(tmp_path, cfg, ranks=3, timeout_s=cfg["campaign"]["duration_s"] + 120,
-                       on_start=stop_when(found(tmp_path / "out", [record], [record]), cfg["campaign"]["duration_s"]))
-    assert run.code == 0, run.explain()
-    crashes = list((run.out / "crashes").iterdir())
-    assert len(crashes) == 1 and replay(Path(record), crashes[0].read_bytes()) == -11
-    assert len(list((run.out / "hangs").iterdir())) == 1
+    run = symcc_finds_record_bugs(tmp_path, str(symcc_build))
     assert "task errors 0" in run.stdout and int(run.stats()["engine_generated"]) > 0, run.stdout[-2000:]
 
 

@@ -104,12 +104,14 @@ class Recorder:
 
     def branch(self, frame: Any, taken: bool, proxy: SymInt, end_of_input: int = -1,
                salt: int = 0) -> None:
-        cond = proxy.condition() if self.wants_conditions else None
-        if self.wants_conditions and not isinstance(cond, z3.BoolRef):
-            # A comparison with no condition: decided without the input, by C code that compared
-            # a symbolic value (functools.lru_cache's key lookup in urllib.parse.urlsplit). It is
-            # no branch of this input, and the plain run, with no proxies, never sees it.
-            return
+        cond = None
+        if self.wants_conditions:
+            cond = proxy.condition()
+            if not isinstance(cond, z3.BoolRef):
+                # A comparison with no condition: decided without the input, by C code that compared
+                # a symbolic value (functools.lru_cache's key lookup in urllib.parse.urlsplit). It is
+                # no branch of this input, and the plain run, with no proxies, never sees it.
+                return
         site, not_taken_loc, taken_loc = site_of(frame)
         if salt:  # one call site deciding for several things (the patterns of a lexer loop)
             site = _mix(site ^ (salt << 16), 1)

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import atheris
 
 from symfence.protocol.entrypoint import setup_hooks
-from symfence.protocol.pycrash import compact_traceback
+from symfence.protocol.pycrash import compact_traceback, first_repeating
 from symfence.worker import atheris_compat, memory_limit, target_exit
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
@@ -100,12 +100,9 @@ def _signature(exc: BaseException) -> str:
     the first of the functions that repeat (the coordinator names the bug by the same rule)."""
     tb = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != target_exit.__file__]
     if isinstance(exc, RecursionError):
-        seen, repeating = set(), set()
-        for frame in tb:
-            site = f"{frame.filename}:{frame.name}"
-            (repeating if site in seen else seen).add(site)
-        if repeating:
-            return f"RecursionError@{min(repeating)}"
+        named = first_repeating(f"{frame.filename}:{frame.name}" for frame in tb)
+        if named is not None:
+            return f"RecursionError@{named}"
     where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
     return f"{type(exc).__name__}@{where}"
 
