@@ -22,7 +22,8 @@ import pytest
 import examples.constructs
 from symfence.protocol.coverage import CoverageMap
 from symfence.worker.concolic.engine import ConcolicEngine
-from symfence.worker.concolic.instrument import instrumented_modules, parse_module_list
+from symfence.worker.concolic.execution import execute
+from symfence.worker.concolic.instrument import instrumented_modules, load_target, parse_module_list
 from symfence.worker.executors.base import CandidateOut, ExitKind, Outcome, Task
 
 CONSTRUCTS = sorted(m.name for m in pkgutil.iter_modules(examples.constructs.__path__)
@@ -188,3 +189,49 @@ def test_loop_extension_is_what_finds_the_varint_and_costs_nothing_on_a_scan(mak
     """)
     _, scan_totals, _ = search(scan, {}, max_tasks=20)
     assert scan_totals["loop_growths"] == 0 and scan_totals["loop_extension_runs"] == 0
+
+
+def test_str_and_bytes_subclasses_of_the_target_behave_as_written(make_target) -> None:
+    """``class X(str)`` of rewritten code derives from the engine's symbolic str (construct
+    ``str_subclass``), and must still be what the program wrote: its type, value, hash, copy and
+    pickle; an ``Enum`` with a str mixin or a class with a metaclass of its own keeps its bases."""
+    target = make_target("""
+        import copy, enum, pickle
+
+        class Name(str):
+            pass
+
+        class Raw(bytes):
+            def __new__(cls, b):
+                return bytes.__new__(cls, b)  # by name: no symbolic items, still bytes
+
+        class Color(str, enum.Enum):
+            RED = "r"
+
+        class Meta(type):
+            pass
+
+        class Tagged(str, metaclass=Meta):
+            pass
+
+        def target(data):
+            text = data.decode("latin-1")
+            n = Name(text)
+            n.note = 7
+            assert type(n) is Name and isinstance(n, str) and n == text and str(n) == text
+            assert hash(Name("ab")) == hash("ab") and {Name("ab"): 1}["ab"] == 1
+            for c in (copy.copy(n), copy.deepcopy(n), pickle.loads(pickle.dumps(n))):
+                assert type(c) is Name and c == text and c.note == 7
+            reduced = n.__reduce_ex__(2)  # what pickle stores: the class, its plain value, its state
+            assert reduced[1] == (Name, text) and type(reduced[1][1]) is str and reduced[2] == {"note": 7}
+            r = Raw(data)
+            assert type(r) is Raw and r == data and r[:1] == data[:1] and bytes(r) == data
+            assert Color("r") is Color.RED and Color.RED == "r"
+            assert type(Tagged(text)) is Tagged and type(Tagged) is Meta
+            assert Name(data, "latin-1") == text  # str(bytes, encoding)
+            if n[:2] == "OK":
+                raise RuntimeError("reached")
+    """)
+    for data in (b"\x00", b"OKx"):
+        run = execute(load_target(target), data, symbolic=True, timeout_s=5, max_branches=100)
+        assert run.kind is (ExitKind.CRASH if data == b"OKx" else ExitKind.OK), run.detail

@@ -14,6 +14,7 @@ beside them, as a harness imports an installed library; real z3, the engine in p
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -155,3 +156,92 @@ def test_a_library_that_fails_rewritten_is_loaded_plain_and_counted(tmp_path: Pa
     assert outcome.status is ExitKind.OK, outcome.error
     assert outcome.stats["imports_not_instrumented"] == 1
     assert any(c.kind is ExitKind.CRASH for c in outcome.candidates)  # SymBytes methods still work
+
+
+def test_a_plain_module_first_imported_by_the_load_is_one_copy_for_everyone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain package the library imports at load time stays in ``sys.modules``: when plain code
+    imports its errors module later (as the expat reader does ``xml.sax``'s), it gets the same
+    classes the rewritten library catches. Dropped at the load's end, it came back as a second
+    copy: every run ended in an exception the library could not catch, a false finding."""
+    (tmp_path / "sf_plainparse").mkdir()  # not under test: a dependency, never rewritten
+    (tmp_path / "sf_plainparse" / "__init__.py").write_text(textwrap.dedent("""
+        def parse(data):
+            from sf_plainparse.errors import ParseError  # on first use, as a late import
+            if data[:1] != b"<":
+                raise ParseError("not markup")
+            return data
+    """))
+    (tmp_path / "sf_plainparse" / "errors.py").write_text("class ParseError(Exception):\n    pass\n")
+    (tmp_path / "sf_feedlib").mkdir()
+    (tmp_path / "sf_feedlib" / "__init__.py").write_text(textwrap.dedent("""
+        import sf_plainparse
+        import sf_plainparse.errors
+
+        def read(data):
+            try:
+                return sf_plainparse.parse(data)
+            except sf_plainparse.errors.ParseError:
+                return None  # the loose fallback, as feedparser's
+    """))
+    (tmp_path / "sf_feed_harness.py").write_text(textwrap.dedent("""
+        import atheris
+        with atheris.instrument_imports():
+            import sf_feedlib
+
+        def TestOneInput(data):
+            if sf_feedlib.read(data) is None and data[:1] == b"Q":
+                raise RuntimeError("planted")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("sf_plainparse", "sf_plainparse.errors"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # the load imports it first
+    outcome = ConcolicEngine().run_task(Task("t", "w-feed", b"\x00", "sf_feed_harness:TestOneInput", 0, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.stats.get("false_findings", 0) == 0
+    assert "sf_plainparse.errors" in sys.modules
+    assert [c.data[:1] for c in outcome.candidates if c.kind is ExitKind.CRASH] == [b"Q"]
+
+
+def test_while_a_target_runs_its_rewritten_modules_are_the_ones_sys_modules_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code that finds a module by name in ``sys.modules`` while the target runs finds the
+    rewritten copy (babel unpickles its locale data, whose classes pickle looks up there: with the
+    plain copy or none, ``KeyError: 'babel.plural'`` on every run, a false finding); afterwards
+    ``sys.modules`` is as it was."""
+    (tmp_path / "sf_picklelib").mkdir()
+    (tmp_path / "sf_picklelib" / "__init__.py").write_text(textwrap.dedent("""
+        import pickle, sys
+
+        def load(data):
+            from sf_picklelib import rules  # imported on first use, rewritten then
+            if sys.modules[__name__].load is not load:
+                raise RuntimeError("sys.modules names another copy")
+            rule = pickle.loads(pickle.dumps(rules.Rule(b"P")))  # (pickling makes values plain)
+            return rule.check(data)
+    """))
+    (tmp_path / "sf_picklelib" / "rules.py").write_text(textwrap.dedent("""
+        class Rule:
+            def __init__(self, head):
+                self.head = head
+
+            def check(self, data):
+                return data[:1] == self.head
+    """))
+    (tmp_path / "sf_pickle_harness.py").write_text(textwrap.dedent("""
+        import atheris
+        with atheris.instrument_imports():
+            import sf_picklelib
+
+        def TestOneInput(data):
+            if sf_picklelib.load(data):
+                raise RuntimeError("planted")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = {n: m for n, m in sys.modules.items() if n.startswith("sf_picklelib")}
+    outcome = ConcolicEngine().run_task(Task("t", "w-pickle", b"\x00", "sf_pickle_harness:TestOneInput",
+                                             0, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.stats.get("false_findings", 0) == 0
+    assert [c.data[:1] for c in outcome.candidates if c.kind is ExitKind.CRASH] == [b"P"]
+    assert {n: m for n, m in sys.modules.items() if n.startswith("sf_picklelib")} == before

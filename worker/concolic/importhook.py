@@ -26,6 +26,7 @@ from symfence.worker.concolic.streams import SymBytesIO, SymStringIO
 from symfence.worker.concolic.structs import Struct, iter_unpack, unpack, unpack_from
 from symfence.worker.concolic.symbolic import note_concretised
 from symfence.worker.concolic.symseq import sym_chr, sym_ord
+from symfence.worker.concolic.subclass import sym_build_class
 
 
 def _counting(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
@@ -138,7 +139,26 @@ class Rewritten(dict[str, types.ModuleType]):
 
 
 _real_import_module = importlib.import_module
-_routing: list[Rewritten] = []  # the load whose target is running (``routing``), innermost last
+# The load whose target is running (``routing``), innermost last, with what ``sys.modules`` held
+# before under each name of it that ``routing`` put there.
+_routing: list[tuple[Rewritten, dict[str, types.ModuleType | None]]] = []
+
+
+def _install(load: Rewritten, saved: dict[str, types.ModuleType | None]) -> None:
+    for name, module in list(load.items()):
+        if name not in saved:
+            saved[name] = sys.modules.get(name)
+        sys.modules[name] = module
+
+
+def _late(load: Rewritten, name: str, optional: bool = False) -> types.ModuleType | None:
+    """``load.later(name)``; a module it rewrote while the load's target runs goes into
+    ``sys.modules`` too, as ``routing`` put the others there."""
+    assert load.later is not None
+    module = load.later(name, optional)
+    if _routing and _routing[-1][0] is load:
+        _install(*_routing[-1])
+    return module
 
 
 def _import_module(name: str, package: str | None = None) -> types.ModuleType:
@@ -149,12 +169,12 @@ def _import_module(name: str, package: str | None = None) -> types.ModuleType:
     registry or subclassed the plain base class, and the rewritten code refused it: every engine run
     of sqlglot ended "Unknown dialect 'postgres'", of Markdown "TableExtension must be of type
     Extension" (false findings, no children). Otherwise, and outside runs, the real function."""
-    load = _routing[-1] if _routing else None
+    load = _routing[-1][0] if _routing else None
     if load is not None and not load.importing:
         absolute = importlib.util.resolve_name(name, package) if name.startswith(".") else name
         copy = load.get(absolute)
         if copy is None and load.later is not None:
-            copy = load.later(absolute)
+            copy = _late(load, absolute)
         if copy is not None:
             return copy
     return _real_import_module(name, package)
@@ -168,18 +188,30 @@ importlib_metadata.import_module = _import_module  # type: ignore[attr-defined] 
 
 @contextmanager
 def routing(target: Callable[..., Any]) -> Iterator[None]:
-    """While ``target`` (an instrumented target function) runs, route ``import_module`` to its load."""
+    """While ``target`` (an instrumented target function) runs, its load's rewritten copies are
+    the modules of their names: ``import_module`` routes to them, and ``sys.modules`` holds them
+    (restored afterwards). What looks a module up by name there found the plain copy, or none:
+    ``pickle`` finding a class (babel's locale data: ``KeyError: 'babel.plural'`` on every run,
+    a false finding), ``sys.modules[__name__]``, ``dataclasses`` and ``typing`` resolving names."""
     table = getattr(target, "__globals__", {}).get("__builtins__")
     sym_import = table.get("__import__") if isinstance(table, dict) else getattr(table, "__import__", None)
     load = getattr(sym_import, "rewritten", None)
     if load is None:
         yield
         return
-    _routing.append(load)
+    saved: dict[str, types.ModuleType | None] = {}
+    _routing.append((load, saved))
+    _install(load, saved)
     try:
         yield
     finally:
         _routing.pop()
+        for name, before in saved.items():
+            if sys.modules.get(name) is load.get(name):
+                if before is None:
+                    del sys.modules[name]
+                else:
+                    sys.modules[name] = before
 
 
 def make_import(rewritten: Rewritten) -> Callable[..., Any]:
@@ -196,13 +228,13 @@ def make_import(rewritten: Rewritten) -> Callable[..., Any]:
             copy = rewritten.get(absolute) if absolute else None
             later = rewritten.later
             if copy is None and absolute and later is not None:
-                copy = later(absolute)
+                copy = _late(rewritten, absolute)
             if copy is not None:
                 if fromlist:
                     if later is not None and hasattr(copy, "__path__"):  # a package: its submodules
                         for attr in fromlist:
                             if attr != "*" and not hasattr(copy, attr):
-                                later(f"{absolute}.{attr}", optional=True)
+                                _late(rewritten, f"{absolute}.{attr}", optional=True)
                     return copy
                 top = rewritten.get(absolute.partition(".")[0]) if level == 0 else copy
                 if top is not None:
@@ -226,7 +258,7 @@ def instrumented_builtins(rewritten: Rewritten) -> dict[str, Any]:
     table = dict(builtins.__dict__)
     table.update({
         "__import__": make_import(rewritten), "len": sym_len, "ord": sym_ord, "chr": sym_chr,
-        "isinstance": sym_isinstance,
+        "isinstance": sym_isinstance, "__build_class__": sym_build_class,
     })
     for name in ("hex", "oct", "bin", "format", "ascii"):
         table[name] = _counting_builtin(name)

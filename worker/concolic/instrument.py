@@ -347,14 +347,19 @@ def _import_instrumented(module_name: str, extra: tuple[str, ...],
                 finder.rewritten[name] = sys.modules[name]
     finally:
         sys.meta_path.remove(finder)
-        _restore(snapshot)
+        _restore(snapshot, lambda name: wanted(name) or name in finder.loaded)
     finder.rewritten.later = _importer(finder.rewritten, wanted, folder)
     return module, finder.loaded
 
 
-def _restore(snapshot: dict[str, Any]) -> None:
+def _restore(snapshot: dict[str, Any], own: Callable[[str], bool]) -> None:
+    """``sys.modules`` as before a swap, plus the plain modules first imported meanwhile: only
+    the load's own modules (``own``: rewritten, or of its packages) leave. A plain module dropped
+    here would be imported a second time by the next plain import, with classes of its own: the
+    rewritten feedparser's ``except xml.sax.SAXException`` then missed what the plain expat reader
+    raised (its second copy's class), and every run ended in a crash the plain target never has."""
     for name in list(sys.modules):
-        if name not in snapshot:
+        if name not in snapshot and own(name):
             del sys.modules[name]
     sys.modules.update(snapshot)
 
@@ -390,7 +395,7 @@ def _importer(rewritten: Rewritten, wanted: Callable[[str], bool],
             rewritten.importing = False
             if finder is not None:
                 sys.meta_path.remove(finder)
-            _restore(snapshot)
+            _restore(snapshot, lambda n: wanted(n) or n in rewritten or (finder is not None and n in finder.loaded))
 
     def later(name: str, optional: bool = False) -> types.ModuleType | None:
         module = rewritten.get(name) or plain.get(name)
