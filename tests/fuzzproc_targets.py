@@ -95,3 +95,12 @@ def two_loops(data: bytes) -> None:
         _spin_a()
     if data[:1] == b"K":
         _spin_b()
+
+
+def slow_first_use(data: bytes) -> None:
+    """Imports a module on its first call whose import burns 0.6 s of CPU (docutils' first parse,
+    with its lazily imported parts instrumented, took 1.02 s; the next 0.006 s); a loop behind
+    b"H", so a real hang is still one."""
+    from tests import fuzzproc_slow_import  # noqa: F401 - imported for its cost
+    if data[:1] == b"H":
+        _spin_a()

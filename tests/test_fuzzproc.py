@@ -470,3 +470,24 @@ def test_a_recursion_is_recorded_once_wherever_it_hit_the_limit(tmp_path):
         ex.close()
     recursions = [c for c in outcome.candidates if c.kind is ExitKind.CRASH and "RecursionError" in c.detail]
     assert len(recursions) == 1, [c.detail[-300:] for c in recursions]
+
+
+def test_an_execution_slow_from_the_modules_it_imports_first_is_no_hang(tmp_path):
+    """The first execution that imports a big part of a library (and instruments it) may pass the
+    time-out on the imports alone: it runs once more, warm, and only a real hang is reported.
+    Before, docutils' first parse was claimed as a hang of the empty input on every campaign
+    (never confirmed, and the input left the corpus)."""
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    candidates = []
+    try:
+        for seeds in ((b"ok",), (b"H1",)):
+            spec = pack_spec(SliceSpec(seeds, ()))
+            ex.start(Task("t" * 64, "w" * 64, spec, "tests.fuzzproc_targets:slow_first_use", 1,
+                          {"slice_s": 1.5, "exec_timeout_s": 0.3}))
+            deadline = time.monotonic() + 120
+            while (outcome := ex.wait(0.05)) is None:
+                assert time.monotonic() < deadline, "the turn did not end"
+            candidates += [c for c in outcome.candidates if c.kind is ExitKind.HANG]
+    finally:
+        ex.close()
+    assert [c.data[:1] for c in candidates] == [b"H"], [(c.data, c.detail) for c in candidates]
