@@ -5,7 +5,9 @@ solver queries (sat/unsat/unknown), divergences, false findings, ... . ``fuzzer_
 one ``engine_<counter>`` line each, ``plot_data`` three columns. A target whose first
 ``WARN_AFTER`` results recorded no symbolic branch at all gets one ``target.no_symbolic_branches``
 warning naming where the input most likely left Python (the ``left_via.<function>``
-counter the engine sends, see ``worker/concolic/diagnose.py``).
+counter the engine sends, see ``worker/concolic/diagnose.py``). A target whose library failed to
+load rewritten (the engine then sees only the harness) gets one ``engine.library_not_instrumented``
+warning naming the packages and the exception (the ``not_instrumented.<why>`` counter).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Mapping
 
 import structlog
 
+from symfence.protocol.rules import LEFT_VIA, NOT_INSTRUMENTED
+
 log = structlog.get_logger()
 
 WARN_AFTER = 1  # results of a target without any symbolic branch before it is warned about
 MAX_KEYS = 512  # distinct counter names kept (kinds are open-ended); the rest add up in "other"
 PREFIX = "engine_"
-LEFT_VIA = "left_via."
 ALWAYS = ("branches", "implicit_branches", "concretisations", "queries", "sat", "unsat", "unknown",
           "divergences", "false_findings")
 PLOT_COLUMNS = ("engine_branches", "engine_concretisations", "engine_false_findings")
@@ -35,6 +38,7 @@ class EngineCounters:
     _silent: dict[str, int] = field(default_factory=dict)  # target -> results with no branch
     _exits: dict[str, Counter[str]] = field(default_factory=dict)
     _warned: set[str] = field(default_factory=set)
+    _warned_library: set[str] = field(default_factory=set)
 
     def add(self, target: str, stats: Mapping[str, int], work_id: str = "") -> None:
         if stats.get("false_findings", 0) > 0:
@@ -51,6 +55,14 @@ class EngineCounters:
         self._watch(target, stats)
 
     def _watch(self, target: str, stats: Mapping[str, int]) -> None:
+        if target not in self._warned_library:
+            why = next((key[len(NOT_INSTRUMENTED):] for key in stats if key.startswith(NOT_INSTRUMENTED)), None)
+            if why is not None:
+                self._warned_library.add(target)
+                log.warning("engine.library_not_instrumented", target=target, why=why,
+                            hint=("the library the harness imports failed to import with the engine's "
+                                  "rewrite, so the engine follows the input through the harness only "
+                                  "(the fuzz stage is not affected); a bug in symfence: please report it"))
         if target in self._warned or "branches" not in stats:
             return  # not an engine result (synthetic executor, errors) or already warned
         if stats.get("branches", 0) > 0:

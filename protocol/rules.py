@@ -170,6 +170,12 @@ def check_worker_info(kind: str, info: Mapping[Any, Any]) -> None:
 
 # --- making names and texts that keep the rules ------------------------------------------------
 
+# The engine's counters (RESULT ``stats``) whose name ends in what they count: where the input left
+# Python in a run without a branch (``left_via.bytes.hex``), and why the library a harness imports
+# could not be loaded rewritten (``not_instrumented.lark.GrammarError``).
+LEFT_VIA = "left_via."
+NOT_INSTRUMENTED = "not_instrumented."
+
 _PLAIN = re.compile(r"[A-Za-z0-9_.]+")  # what `wire_key` keeps as it is (never its '~')
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
 _HASH_CHARS = 10  # 40 bits: distinct names collide with probability ~2**-40 per pair

@@ -19,7 +19,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
+from symfence.coordinator.engine_report import EngineCounters
 from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.execution import execute
 from symfence.worker.concolic.harness_imports import imports_under_test
@@ -155,7 +157,15 @@ def test_a_library_that_fails_rewritten_is_loaded_plain_and_counted(tmp_path: Pa
                                              0, {}))
     assert outcome.status is ExitKind.OK, outcome.error
     assert outcome.stats["imports_not_instrumented"] == 1
+    assert outcome.stats["not_instrumented.sf_fragile.ImportError"] == 1  # which library, and why
     assert any(c.kind is ExitKind.CRASH for c in outcome.candidates)  # SymBytes methods still work
+    counters = EngineCounters()  # the coordinator says so once per target, in the log
+    with structlog.testing.capture_logs() as logs:
+        counters.add("sf_fragile_harness:TestOneInput", outcome.stats)
+        counters.add("sf_fragile_harness:TestOneInput", outcome.stats)
+    warned = [e for e in logs if e["event"] == "engine.library_not_instrumented"]
+    assert [(e["target"], e["why"]) for e in warned] == [("sf_fragile_harness:TestOneInput",
+                                                          "sf_fragile.ImportError")]
 
 
 def test_a_plain_module_first_imported_by_the_load_is_one_copy_for_everyone(
@@ -245,3 +255,38 @@ def test_while_a_target_runs_its_rewritten_modules_are_the_ones_sys_modules_name
     assert outcome.stats.get("false_findings", 0) == 0
     assert [c.data[:1] for c in outcome.candidates if c.kind is ExitKind.CRASH] == [b"P"]
     assert {n: m for n, m in sys.modules.items() if n.startswith("sf_picklelib")} == before
+
+
+def test_a_library_that_reads_its_own_data_files_is_rewritten(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package that reads its data through its loader (``pkgutil.get_data``, as lark reads its
+    grammars; ``importlib.resources``) gets it under the engine too: the rewritten modules' loader
+    had no ``get_data``, lark's grammar came back empty, its import failed rewritten and the engine
+    saw only the harness (``imports_not_instrumented``)."""
+    (tmp_path / "sf_datalib").mkdir()
+    (tmp_path / "sf_datalib" / "words.txt").write_text("KEYW\n")
+    (tmp_path / "sf_datalib" / "__init__.py").write_text(textwrap.dedent("""
+        import importlib.resources, pkgutil
+
+        WORD = pkgutil.get_data(__name__, "words.txt").split()[0]  # None.split(): the import fails
+        ALSO = importlib.resources.files(__name__).joinpath("words.txt").read_bytes().split()[0]
+
+        def check(data):
+            if data[:4] == WORD and WORD == ALSO:
+                raise RuntimeError("planted behind the package's word")
+    """))
+    (tmp_path / "sf_data_harness.py").write_text(textwrap.dedent("""
+        import atheris
+        with atheris.instrument_imports():
+            import sf_datalib
+
+        def TestOneInput(data):
+            sf_datalib.check(data)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    outcome = ConcolicEngine().run_task(Task("t", "w-data", b"\x00", "sf_data_harness:TestOneInput", 0, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.stats.get("imports_not_instrumented", 0) == 0
+    assert "sf_datalib" in instrumented_modules("sf_data_harness:TestOneInput")
+    found = [c for c in outcome.candidates if c.kind is ExitKind.CRASH]
+    assert found and found[0].data[:4] == b"KEYW", outcome.candidates

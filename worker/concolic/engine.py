@@ -41,6 +41,7 @@ import z3
 
 from symfence.worker.concolic import cut
 from symfence.worker.concolic.dictionary import comparison_constants
+from symfence.protocol.rules import LEFT_VIA, NOT_INSTRUMENTED
 from symfence.worker.concolic.diagnose import left_via, stats_key
 from symfence.worker.concolic.execution import Run, execute
 from symfence.worker.concolic.instrument import (
@@ -277,12 +278,13 @@ class _Search:
             self.stats["path_mismatches"] += 1
         self._count_run(symbolic)
         if task.target in FALLBACKS and self.options.instrument_imports:
-            self.stats["imports_not_instrumented"] += 1  # the library failed to import rewritten
+            self.stats["imports_not_instrumented"] += 1  # the library failed to import rewritten ...
+            self.stats[stats_key(NOT_INSTRUMENTED, FALLBACKS[task.target][0])] += 1  # ... and why
         if LATE_PLAIN:  # library modules imported during the runs that failed to import rewritten
             self.stats["late_imports_plain"] += len(LATE_PLAIN)
             LATE_PLAIN.clear()
         if not symbolic.recorder.sites:
-            self.stats[stats_key("left_via.", left_via(self.target, task.data, symbolic.recorder))] += 1
+            self.stats[stats_key(LEFT_VIA, left_via(self.target, task.data, symbolic.recorder))] += 1
         if cut.requested():
             self._cut_at(task.bound)
         else:

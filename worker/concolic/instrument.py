@@ -74,8 +74,9 @@ NEVER = ("symfence", "z3", "importlib", "encodings", "codecs", "abc", "typing", 
          "keyword", "reprlib", "inspect", "ast", "dis", "tokenize", "token")
 
 _loaded: dict[tuple[str, tuple[str, ...], bool], Target] = {}
-# spec -> why the harness's imports could not be instrumented (the target was loaded without them)
-FALLBACKS: dict[str, str] = {}
+# spec -> why the harness's imports could not be instrumented (the target was loaded without them):
+# a short name ("lark.GrammarError": the packages and the exception's type) and the whole message
+FALLBACKS: dict[str, tuple[str, str]] = {}
 # modules a load imported plain while its code ran (their import failed rewritten): the engine
 # counts them (``late_imports_plain``) and empties the list
 LATE_PLAIN: list[str] = []
@@ -242,6 +243,12 @@ class _Loader(importlib.abc.Loader):
 
     def get_source(self, name: str) -> Any:
         return self.inner.get_source(name)
+
+    def __getattr__(self, name: str) -> Any:
+        """The rest is the file loader's: a package's own data (``pkgutil.get_data``: lark's
+        grammars, which came back None, an empty grammar and "Rule 'SIGNED_NUMBER' used but not
+        defined" at the harness's import; ``importlib.resources``' reader), ``get_filename``, ..."""
+        return getattr(self.inner, name)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -448,7 +455,8 @@ def load_target(spec: str, instrument: Iterable[str] = (), imports: bool = True)
     except TargetLoadError as exc:
         if not implied:
             raise
-        FALLBACKS[spec] = f"{', '.join(implied)}: {exc}"
+        cause = exc.__cause__ or exc
+        FALLBACKS[spec] = (f"{'+'.join(implied)}.{type(cause).__name__}", f"{', '.join(implied)}: {exc}")
         module = _import_target(module_name, extra, ())
     target = getattr(module, function_name, None)
     if not callable(target):
