@@ -67,7 +67,7 @@ _MAX_HANG_RERUNS = 32
 # An execution the CPU timer interrupted in an import, or that imported modules, runs again with
 # this much CPU (once per place): the imports a library makes on first use, instrumented as they
 # load, are not the input's time.
-_IMPORT_ALLOWANCE_S = 30.0
+_IMPORT_ALLOWANCE_S, _MAX_IMPORT_RERUNS = 30.0, 8
 # Atheris's own Setup and Fuzz, for this process to call: a harness's calls are no-ops (`fuzz`).
 _SETUP, _FUZZ = atheris.Setup, atheris.Fuzz
 
@@ -103,13 +103,18 @@ _ATHERIS_DIR = os.path.dirname(atheris.__file__) + os.sep
 
 
 def _in_import(exc: BaseException) -> bool:
-    """Whether the CPU timer interrupted an import: a module's body running, or Atheris's loader
-    instrumenting it (the import system strips its own frames from the traceback)."""
+    """Whether the CPU timer interrupted an import: the body of a module that the interruption left
+    unimported, or Atheris's loader instrumenting one (not code run by ``exec`` in a module that is
+    there; the import system strips its own frames from tracebacks)."""
     tb = exc.__traceback__
     while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name == "<module>" or code.co_filename.startswith((_ATHERIS_DIR, "<frozen importlib")):
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith((_ATHERIS_DIR, "<frozen importlib")):
             return True
+        if frame.f_code.co_name == "<module>":  # a module body: one whose import failed has left sys.modules
+            module = sys.modules.get(frame.f_globals.get("__name__", ""))
+            if module is None or getattr(module, "__dict__", None) is not frame.f_globals:
+                return True
         tb = tb.tb_next
     return False
 
@@ -314,7 +319,7 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
         exc, spent = timed(data, limit)
         warmed = False
         if isinstance(exc, _Timeout) and (len(sys.modules) != modules or _in_import(exc)) \
-                and (site := _hang_site(exc)) not in import_sites and len(import_sites) < _MAX_HANG_RERUNS:
+                and (site := _hang_site(exc)) not in import_sites and len(import_sites) < _MAX_IMPORT_RERUNS:
             # Its time went on modules it imported first (and their instrumentation: docutils' first
             # parse took 1.02 s of CPU, the next 0.006 s), not on the input: once per place, it runs
             # again with the import's allowance, and is a hang only if it still does not end.
