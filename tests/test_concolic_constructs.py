@@ -235,3 +235,23 @@ def test_str_and_bytes_subclasses_of_the_target_behave_as_written(make_target) -
     for data in (b"\x00", b"OKx"):
         run = execute(load_target(target), data, symbolic=True, timeout_s=5, max_branches=100)
         assert run.kind is (ExitKind.CRASH if data == b"OKx" else ExitKind.OK), run.detail
+
+
+def test_bytes_added_to_a_bytearray_leave_it_a_bytearray(make_target) -> None:
+    """``buf += data`` on a ``bytearray`` buffer (h11's receive buffer) keeps the buffer a mutable
+    bytearray, as without the engine (counted as where the input left: ``bytearray.concat``);
+    it became the symbolic bytes, and the buffer's ``del buf[:n]`` a false finding on every run."""
+    target = make_target("""
+        def target(data):
+            buf = bytearray()
+            alias = buf
+            buf += data
+            buf = buf + data[:1]
+            assert type(buf) is bytearray and alias == data
+            del buf[:1]
+    """)
+    engine = ConcolicEngine()
+    outcome = engine.run_task(Task("t", "w-bytearray", b"ab", target, 0, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.stats.get("false_findings", 0) == 0 and not outcome.candidates
+    assert outcome.stats["concretised_bytearray.concat"] >= 1

@@ -312,6 +312,11 @@ class _Seq:
         return self._make(self._items + items, length, False)
 
     def __radd__(self, other: Any) -> Any:
+        if isinstance(other, (bytearray, memoryview)):
+            # bytearray's own concatenation, which keeps its type (and ``+=`` its identity): h11's
+            # buffer, a bytearray, became immutable here, and its ``del buf[:n]`` a false finding
+            note_concretised(f"{type(other).__name__}.concat")
+            return NotImplemented
         items = self._other_items(other)
         if items is None:
             return NotImplemented
