@@ -496,3 +496,27 @@ def test_time_limit_puts_back_the_previous_alarm_handler_and_timer(make_target) 
     assert signal.getsignal(signal.SIGALRM) is previous_handler
     delay, _ = signal.getitimer(signal.ITIMER_REAL)
     assert (delay > 0) == (previous_delay > 0) and delay <= previous_delay
+
+
+def test_a_grown_input_that_no_longer_meets_the_loop_test_ends_the_growth() -> None:
+    """Loop extension's ``grow_on``: the grown input may go another way before the length test it
+    was grown past (dpkt's MPLS label loop; every task on that input ended in ERROR, ``max() arg
+    is an empty sequence``). Stand-ins for the search's runs, the real ``LoopExtension``."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from symfence.worker.concolic.loops import LoopExtension
+
+    def run(sites: list[int], taken: list[bool]) -> SimpleNamespace:
+        return SimpleNamespace(recorder=SimpleNamespace(sites=sites, taken=taken))
+
+    replayed = []
+    search = SimpleNamespace(options=SimpleNamespace(loop_extensions=8, symbolic_timeout_s=5.0),
+                             stats=Counter(), _replay=lambda *args: replayed.append(args))
+    loops = LoopExtension(search)  # type: ignore[arg-type]
+    loops._run = lambda data, bound: run([1, 7], [True, False])  # type: ignore[method-assign]
+    for sites, expected in (([1, 2, 3], "loop_growths_elsewhere"), ([1, 7, 7], "loop_growths_found")):
+        loops._grow_until = lambda *args, sites=sites: (run(sites, [True] * len(sites)), b"grown")  # type: ignore
+        loops.grow_on(run([1, 7], [True, False]), b"child", 0, 7, False)
+        assert search.stats[expected] == 1, search.stats
+    assert replayed == [(b"grown", 2, 7, True, False)]  # the last meeting of the test, flipped

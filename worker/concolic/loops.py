@@ -170,6 +170,9 @@ class LoopExtension:
         if reached is None or reached[1] == child:
             return
         grown_run, grown = reached
+        last = max((k for k, s in enumerate(grown_run.recorder.sites) if s == site), default=None)
+        if last is None:  # grown, it went another way before that test (dpkt's MPLS labels): nothing to flip
+            self.search.stats["loop_growths_elsewhere"] += 1
+            return
         self.search.stats["loop_growths_found"] += 1
-        last = max(k for k in range(len(grown_run.recorder.sites)) if grown_run.recorder.sites[k] == site)
         self.search._replay(grown, last, site, not taken, False)
