@@ -255,3 +255,22 @@ def test_bytes_added_to_a_bytearray_leave_it_a_bytearray(make_target) -> None:
     assert outcome.status is ExitKind.OK, outcome.error
     assert outcome.stats.get("false_findings", 0) == 0 and not outcome.candidates
     assert outcome.stats["concretised_bytearray.concat"] >= 1
+
+
+def test_the_class_of_a_proxy_is_its_plain_type(make_target) -> None:
+    """``x.__class__`` of a symbolic value is its plain type, as ``type(x)`` is (olefile's
+    ``c if c.__class__ is int else c[0]`` indexed a SymInt: a false finding on every run), and
+    the search still sees the bytes through it."""
+    target = make_target("""
+        def i8(c):
+            return c if c.__class__ is int else c[0]
+
+        def target(data):
+            text = data.decode("latin-1")
+            assert data.__class__ is bytes and text.__class__ is str and len(data).__class__ is int
+            if len(data) > 1 and i8(data[1]) == 0x5A and (data[0] == 0x41).__class__ is bool:
+                raise RuntimeError("through __class__")
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=20, seed=b"\x00\x00")
+    assert totals["false_findings"] == 0
+    assert any("through __class__" in f.detail for f in findings), dict(totals)

@@ -7,7 +7,7 @@ its code under test (``harness_imports``: the library an OSS-Fuzz harness fuzzes
 of them imported while the target loads), plus the modules named in the ``instrument`` option (and
 their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
 never to symfence, z3 or the modules the engine models itself. In those modules:
-- calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` go to helpers from
+- calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` and ``x.__class__`` go to helpers from
   ``worker.concolic.models``; ``x.get(k[, default])``, ``x.setdefault(k[, default])`` and
   ``x.join(parts)`` (also taken as values: ``memo_get = memo.setdefault``) to ``tables``'
   ``sym_get``/``sym_method``/``sym_join_call``; ``a in b`` / ``a not in b`` to ``sym_contains``; a
@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.concolic.importhook import Rewritten, instrumented_builtins
-from symfence.worker.concolic.models import sym_from_bytes, sym_int, sym_truth, sym_type
+from symfence.worker.concolic.models import sym_class, sym_from_bytes, sym_int, sym_truth, sym_type
 from symfence.worker.concolic.equality import sym_eq, sym_ne
 from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem, sym_join_call, sym_method
 from symfence.worker.engine_api import TargetLoadError
@@ -59,10 +59,11 @@ _METHOD = "__symfence_method__"
 _JOIN = "__symfence_join__"
 _EQ = "__symfence_eq__"
 _NE = "__symfence_ne__"
+_CLASS = "__symfence_class__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
            _TRUTH: sym_truth, _GET: sym_get, _METHOD: sym_method, _JOIN: sym_join_call,
-           _EQ: sym_eq, _NE: sym_ne}
+           _EQ: sym_eq, _NE: sym_ne, _CLASS: sym_class}
 _LOOKUPS = ("get", "setdefault")
 _METHODS = (*_LOOKUPS, "join")  # taken as values: sym_method
 
@@ -151,6 +152,9 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and node.attr == "__class__":
+            self.rewrites += 1
+            return _call(_CLASS, [node.value], node)
         if (isinstance(node.ctx, ast.Load) and node.attr in _METHODS
                 and id(node) not in self.callees):
             self.rewrites += 1

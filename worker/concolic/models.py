@@ -108,6 +108,13 @@ def sym_isinstance(obj: Any, cls: Any) -> bool:
 _PLAIN_TYPES = {SymInt: int, SymBool: bool}
 
 
+def sym_class(x: Any) -> Any:
+    """``x.__class__``: a proxy's plain type, as ``type(x)`` (olefile's ``c.__class__ is int``
+    took a SymInt for a sequence: a false finding); anything else's own ``__class__``."""
+    return sym_type(x) if isinstance(x, (SymInt, SymBool, SymBytes, SymStr, SymBytesIO, SymStringIO)) \
+        else x.__class__
+
+
 def sym_type(*args: Any) -> Any:
     """``type(x)`` naming the plain type of a proxy (``type(name, bases, ns)`` unchanged)."""
     if len(args) == 1:
