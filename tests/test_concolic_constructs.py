@@ -274,3 +274,29 @@ def test_the_class_of_a_proxy_is_its_plain_type(make_target) -> None:
     findings, totals, _ = search(target, {}, max_tasks=20, seed=b"\x00\x00")
     assert totals["false_findings"] == 0
     assert any("through __class__" in f.detail for f in findings), dict(totals)
+
+
+def test_a_c_function_kept_in_a_class_is_not_made_a_method(make_target) -> None:
+    """What a rewritten module gets counted (a C module's function, a compiled pattern's ``sub``)
+    binds as a class attribute exactly when the original does: cssutils calls
+    ``self.unicodesub(repl, text)`` on ``unicodesub = re.compile(...).sub``, and the counting
+    wrapper, a plain function, had become a method (the text went in as ``count``)."""
+    target = make_target("""
+        import re, zlib
+
+        class Tokenizer:
+            unicodesub = re.compile(r"\\\\[0-9a-f]+").sub
+            checksum = zlib.crc32
+
+            def clean(self, text, data):
+                return self.unicodesub(lambda m: "?", text), self.checksum(data)
+
+        def target(data):
+            text = data.decode("latin-1")
+            cleaned, crc = Tokenizer().clean(text, data)
+            assert cleaned == re.sub(r"\\\\[0-9a-f]+", "?", text) and crc == zlib.crc32(bytes(data))
+    """)
+    outcome = ConcolicEngine().run_task(Task("t", "w-unbound", b"a\\\\1f b", target, 0, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    assert outcome.stats.get("false_findings", 0) == 0 and not outcome.candidates
+    assert outcome.stats["concretised_c_re.Pattern.sub"] >= 1  # still counted

@@ -40,7 +40,28 @@ def _counting(fn: Callable[..., Any], kind: str) -> Callable[..., Any]:
     wrapper.__qualname__ = wrapper.__name__
     wrapper.__doc__ = getattr(fn, "__doc__", None)
     wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
-    return wrapper
+    return wrapper if hasattr(type(fn), "__get__") else _Unbound(wrapper)
+
+
+class _Unbound:
+    """A counting wrapper of what does not bind as a class attribute (a C function, a bound
+    method): neither does this. cssutils keeps ``unicodesub = re.compile(...).sub`` in a class
+    and calls ``self.unicodesub(repl, text)``; a plain function there became a method, the text
+    went in as ``count``, and every run ended in a TypeError the plain target never has."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # __name__, __doc__, __wrapped__, ...
+        return getattr(self._fn, name)
+
+    def __repr__(self) -> str:
+        return repr(self._fn.__wrapped__)  # type: ignore[attr-defined]
 
 
 _NEVER_MODEL = {"sys", "builtins", "gc", "_imp", "marshal", "_thread", "_weakref", "_io",
