@@ -132,6 +132,21 @@ def test_a_crash_only_the_proxies_cause_is_counted_and_dropped(make_target) -> N
     assert direct.status is ExitKind.OK and direct.stats["false_findings"] == 1
 
 
+def test_a_hang_only_the_proxies_cause_is_their_slowness_not_a_false_finding(make_target) -> None:
+    # 24,000 additions: 2 ms plain, past 0.1 s on proxies (pyelftools' and exifread's parsers)
+    target = make_target("""
+        def target(data):
+            total = 0
+            for _ in range(3000):
+                for b in data:
+                    total += b * 3 + 1
+            return total
+    """)
+    outcome = ConcolicEngine().run_task(Task("t", "w-slow", b"abcdefgh", target, 0, {"exec_timeout_s": 0.1}))
+    assert outcome.status is ExitKind.OK and not outcome.candidates
+    assert outcome.stats["slow_runs_not_hangs"] == 1 and outcome.stats.get("false_findings", 0) == 0
+
+
 def test_a_real_crash_is_confirmed_with_the_plain_traceback(make_target) -> None:
     target = make_target("""
         def target(data):

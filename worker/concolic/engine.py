@@ -16,7 +16,8 @@ For a task ``(data, bound)`` the engine
    branch - a divergence otherwise) and reports it with child bound ``i + 1``;
 5. replays every crash and hang (of a child or of the input itself) on the plain target in a
    fresh interpreter (``replay``): one that does not reproduce there is an artefact of the
-   proxies, counted as ``false_findings`` and dropped, never reported as a finding.
+   proxies, counted as ``false_findings`` (a crash) or ``slow_runs_not_hangs`` (a hang: the run on
+   proxies is much slower than the plain one) and dropped, never reported as a finding.
 ``Outcome.stats`` carries the counters (``branches``, ``concretised_<kind>``, ``sat``/``unsat``/
 ``unknown``, ``divergences``, ``false_findings``, ...) and, when the symbolic run recorded no
 branch at all, ``left_via.<function>``: where the input most likely left Python (``diagnose``).
@@ -338,6 +339,9 @@ class _Search:
             return replay.detail or detail  # the plain run's stack at the deadline: the hang's identity
         if replay.verdict is Verdict.CRASHED and kind is ExitKind.HANG:
             self.stats["confirm_kind_changed"] += 1
+            return None
+        if kind is ExitKind.HANG:  # the run on proxies was slow, the plain one is not: the engine's cost
+            self.stats["slow_runs_not_hangs"] += 1  # (pyelftools, exifread), not a wrong model: no warning
             return None
         self.stats["false_findings"] += 1
         self.false_findings.append((data, kind, detail))
