@@ -8,7 +8,7 @@ of them imported while the target loads), plus the modules named in the ``instru
 their parent packages, so ``import tomllib`` picks up a rewritten ``tomllib._parser``);
 never to symfence, z3 or the modules the engine models itself. In those modules:
 - calls ``int.from_bytes(...)``, ``int(...)``, ``type(x)`` and ``x.__class__`` go to helpers from
-  ``worker.concolic.models``; ``x.get(k[, default])``, ``x.setdefault(k[, default])`` and
+  ``worker.concolic.models``, ``memoryview(x)`` to ``symview.sym_memoryview``; ``x.get(k[, default])``, ``x.setdefault(k[, default])`` and
   ``x.join(parts)`` (also taken as values: ``memo_get = memo.setdefault``) to ``tables``'
   ``sym_get``/``sym_method``/``sym_join_call``; ``a in b`` / ``a not in b`` to ``sym_contains``; a
   subscript ``x[k]`` to ``sym_getitem`` (``tables``) (a symbolic index into a constant table or dict);
@@ -44,13 +44,14 @@ from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.concolic.importhook import Rewritten, instrumented_builtins
 from symfence.worker.concolic.models import sym_class, sym_from_bytes, sym_int, sym_truth, sym_type
 from symfence.worker.concolic.equality import sym_eq, sym_ne
+from symfence.worker.concolic.symview import sym_memoryview
 from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem, sym_join_call, sym_method
 from symfence.worker.engine_api import TargetLoadError
 
 Target = Callable[[bytes], object]
 
 _FROM_BYTES = "__symfence_from_bytes__"
-_CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__"}
+_CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__", "memoryview": "__symfence_memoryview__"}
 _IN = "__symfence_in__"
 _GETITEM = "__symfence_getitem__"
 _TRUTH = "__symfence_truth__"
@@ -63,7 +64,7 @@ _CLASS = "__symfence_class__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
            _TRUTH: sym_truth, _GET: sym_get, _METHOD: sym_method, _JOIN: sym_join_call,
-           _EQ: sym_eq, _NE: sym_ne, _CLASS: sym_class}
+           _EQ: sym_eq, _NE: sym_ne, _CLASS: sym_class, "__symfence_memoryview__": sym_memoryview}
 _LOOKUPS = ("get", "setdefault")
 _METHODS = (*_LOOKUPS, "join")  # taken as values: sym_method
 

@@ -37,6 +37,7 @@ from symfence.worker.concolic.symbolic import (
     width_for,
 )
 from symfence.worker.concolic.symseq import SymBytes, SymStr
+from symfence.worker.concolic.symview import SymMemoryView
 
 PROXY_TYPES = (SymInt, SymBytes, SymStr)
 TABLE_LIMIT = 4096  # longest constant table indexed symbolically (else: a branch on the index)
@@ -96,6 +97,9 @@ def sym_truth(x: Any) -> Any:
 
 
 def sym_isinstance(obj: Any, cls: Any) -> bool:
+    if isinstance(obj, SymMemoryView):  # bytes underneath, a memoryview to the program
+        classes = cls if isinstance(cls, tuple) else (cls,)
+        return any(isinstance(c, type) and issubclass(memoryview, c) for c in classes)
     if cls is sym_int:  # the name ``int`` picked as a converter (``instrument``) is still the type
         cls = int
     elif isinstance(cls, tuple) and sym_int in cls:
@@ -125,6 +129,8 @@ def sym_type(*args: Any) -> Any:
             return bytes
         if t is SymStr:
             return str
+        if t is SymMemoryView:
+            return memoryview
         if t is SymBytesIO:
             return io.BytesIO
         if t is SymStringIO:
