@@ -18,6 +18,7 @@ import pytest
 from symfence.protocol.crashid import identity_from_detail
 from symfence.protocol.messages import RERUN_BOUND, Candidate, Result, Status
 from symfence.protocol.pycrash import (
+    HANG_STACK_MARK,
     HANG_TYPE,
     code_under_test,
     compact_traceback,
@@ -333,6 +334,20 @@ def test_hangs_have_an_identity_one_loop_one_two_loops_two():
     assert spin.key == f"{HANG_TYPE} @ triage_targets._spin > triage_targets.hang_target", spin
     assert spin_again == spin
     assert stall.key == f"{HANG_TYPE} @ triage_targets._stall > triage_targets.hang_target"
+
+
+def test_a_hang_deep_in_a_stack_keeps_its_identity_past_the_cut():
+    """The plain replay's stack of a hang 200 frames deep (pydot's pyparsing grammar) is longer than
+    a finding's detail: cut by characters it lost its mark, and every such hang was a bare
+    ``timeout``, each one saved as a bug of its own. Whole frames of both ends are kept now."""
+    keys = []
+    for data in (b"d", b"dx"):
+        verdict, detail = _plain("deep_hang_target", data, timeout_s=0.3)
+        assert verdict is Verdict.HUNG, detail
+        assert len(detail) <= 8100 and HANG_STACK_MARK in detail, detail[:300]
+        keys.append(identity_from_detail(detail, f"{MOD}:deep_hang_target", kind="hang"))
+    assert keys[0] == keys[1] and keys[0].has_frames, keys
+    assert keys[0].key.startswith(f"{HANG_TYPE} @ triage_targets._stall > triage_targets._descend"), keys[0]
 
 
 def test_a_hang_without_a_stack_has_no_frames():

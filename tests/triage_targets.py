@@ -238,6 +238,22 @@ def hang_target(data: bytes) -> None:
         _stall()
 
 
+def _descend(data: bytes, depth: int) -> None:
+    if depth:
+        _descend_again(data, depth - 1)  # a parser's nesting through two rules, hundreds of frames deep ...
+    else:
+        _stall()  # ... then a loop at the bottom
+
+
+def _descend_again(data: bytes, depth: int) -> None:
+    _descend(data, depth)
+
+
+def deep_hang_target(data: bytes) -> None:
+    if data[:1] == b"d":
+        _descend(data, 200 + data[1:2].count(b"x"))
+
+
 def _deref(address: int) -> bytes:
     import ctypes
 

@@ -27,8 +27,9 @@ import sys
 from dataclasses import dataclass
 
 from symfence.protocol.childenv import child_env
-from symfence.protocol.pycrash import HANG_STACK_MARK
+from symfence.protocol.pycrash import HANG_STACK_MARK, compact_traceback
 
+_DETAIL_CHARS = 8000  # of a hang's or a killed child's report
 HANG_SAMPLES = 5  # stacks sampled 20 ms apart after the deadline: a hang's identity is what stays active
 
 _OK, _CRASH, _HANG, _LOAD = 0, 10, 11, 12
@@ -125,13 +126,21 @@ def replay_plain(target: str, data: bytes, timeout_s: float, *, python: str | No
     if code == _OK:
         return Replay(Verdict.RAN_FINE, "")
     if code == _HANG:
-        return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s\n{stderr[-8000:]}")
+        return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s\n{_stack(stderr)}")
     if stderr.startswith("Timeout (") and "(most recent call first)" in stderr:  # stuck in C code
         return Replay(Verdict.HUNG, f"execution exceeded {timeout_s:g} s (faulthandler's stack at "
-                                    f"{timeout_s + 1.0:g} s)\n{stderr[-8000:]}")
+                                    f"{timeout_s + 1.0:g} s)\n{_stack(stderr)}")
     if code == _LOAD:
         return Replay(Verdict.UNKNOWN, "plain import failed: " + stderr[-500:])
     if code == _CRASH:
         return Replay(Verdict.CRASHED, stderr)
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    return Replay(Verdict.CRASHED, f"target process {how}\n{stderr[-8000:]}")
+    return Replay(Verdict.CRASHED, f"target process {how}\n{_stack(stderr)}")
+
+
+def _stack(stderr: str, limit: int = _DETAIL_CHARS) -> str:
+    """The child's stack report within ``limit`` characters, by whole frames of both ends: its
+    head (the hang's ``HANG_STACK_MARK``) stays. Cut by characters, a deep stack (pydot's
+    pyparsing grammar) lost the mark, and every hang of it was identity ``timeout``, each one a
+    bug of its own."""
+    return compact_traceback(stderr, limit)[-limit:]
