@@ -275,14 +275,17 @@ def fuzz(request: RunTask, events: Events) -> Outcome:
                 print(f"symfence: {_MAX_FINDINGS} signatures recorded: no more from this target", file=log)
             return
         seen.add(key)
-        with open(signatures, "a") as fh:
-            fh.write(key.replace("\n", " ") + "\n")
+        # The finding's files first, then its signature (which a restart reads as "reported"): a
+        # process ended between the two reports it again, deduplicated by the campaign, instead
+        # of never.
         name = os.path.join(found, f"{kind}-{hashlib.sha1(data).hexdigest()}")
         with open(name + ".txt", "w") as fh:
             fh.write(detail())
         with open(name + ".tmp", "wb") as fh:  # the parent takes only whole files
             fh.write(data)
         os.replace(name + ".tmp", name)
+        with open(signatures, "a") as fh:
+            fh.write(key.replace("\n", " ") + "\n")
 
     def drop(data: bytes) -> None:
         with open(drop_list, "a") as fh:
