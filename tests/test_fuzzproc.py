@@ -24,9 +24,10 @@ from tests.fuzzproc_inputs import CRASHER, ENGINE_FIND, PY_CRASHER
 TARGET = "tests.fuzzproc_targets:marker"
 
 
-def _turn(ex: FuzzExecutor, entries=(), *, slice_s: float = 2.0, tokens=(), limit_s: float = 120.0):
-    ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(tuple(entries), tuple(tokens))), TARGET, 1,
-                  {"slice_s": slice_s, "exec_timeout_s": 0.5}))
+def _turn(ex: FuzzExecutor, entries=(), *, slice_s: float = 2.0, tokens=(), limit_s: float = 120.0,
+          target: str = TARGET, exec_timeout_s: float = 0.5):
+    ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec(tuple(entries), tuple(tokens))), target, 1,
+                  {"slice_s": slice_s, "exec_timeout_s": exec_timeout_s}))
     deadline = time.monotonic() + limit_s
     while (outcome := ex.wait(0.05)) is None:
         assert time.monotonic() < deadline, "the turn did not end"
@@ -460,12 +461,8 @@ def test_a_recursion_is_recorded_once_wherever_it_hit_the_limit(tmp_path):
     entries = tuple(b"x" + bytes(rng.choice(b"([") for _ in range(3000)) for _ in range(5))
     ex = FuzzExecutor(workdir=str(tmp_path))
     try:
-        spec = pack_spec(SliceSpec(entries, ()))
-        ex.start(Task("t" * 64, "w" * 64, spec, "tests.triage_targets:layered_target", 1,
-                      {"slice_s": 1.0, "exec_timeout_s": 2.0}))
-        deadline = time.monotonic() + 120
-        while (outcome := ex.wait(0.05)) is None:
-            assert time.monotonic() < deadline, "the turn did not end"
+        outcome = _turn(ex, entries, slice_s=1.0, target="tests.triage_targets:layered_target",
+                        exec_timeout_s=2.0)
     finally:
         ex.close()
     recursions = [c for c in outcome.candidates if c.kind is ExitKind.CRASH and "RecursionError" in c.detail]
@@ -481,12 +478,8 @@ def test_an_execution_slow_from_the_modules_it_imports_first_is_no_hang(tmp_path
     candidates = []
     try:
         for seeds in ((b"ok",), (b"H1",)):
-            spec = pack_spec(SliceSpec(seeds, ()))
-            ex.start(Task("t" * 64, "w" * 64, spec, "tests.fuzzproc_targets:slow_first_use", 1,
-                          {"slice_s": 1.5, "exec_timeout_s": 0.3}))
-            deadline = time.monotonic() + 120
-            while (outcome := ex.wait(0.05)) is None:
-                assert time.monotonic() < deadline, "the turn did not end"
+            outcome = _turn(ex, seeds, slice_s=1.5, target="tests.fuzzproc_targets:slow_first_use",
+                            exec_timeout_s=0.3)
             candidates += [c for c in outcome.candidates if c.kind is ExitKind.HANG]
     finally:
         ex.close()

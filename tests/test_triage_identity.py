@@ -244,6 +244,35 @@ def test_the_line_coverage_of_inputs_that_end_the_process_is_still_reported(tmp_
     assert report["lines"] > 0 and any("TargetExited" in sig for sig in report["exceptions"]), report
 
 
+def test_a_package_file_that_is_not_python_3_is_left_out_of_the_line_count(tmp_path):
+    """olefile ships a Python 2 ``olefile2.py``: coverage.py cannot parse it, and the whole report
+    (``symfence coverage``, the benchmarks' yardstick) ended in ``NotPython``. It is left out now,
+    and named."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "sf_py2pkg").mkdir()
+    (tmp_path / "sf_py2pkg" / "__init__.py").write_text("def parse(data):\n    if data[:1] == b'a':\n"
+                                                      "        return 1\n    return 0\n")
+    (tmp_path / "sf_py2pkg" / "old2.py").write_text("print 'python 2'\nx = 0x1FL\n")
+    (tmp_path / "sf_py2_harness.py").write_text("import sf_py2pkg\n\ndef TestOneInput(data):\n"
+                                                "    sf_py2pkg.parse(data)\n")
+    (tmp_path / "a").write_bytes(b"a")
+    listing = tmp_path / "inputs.txt"
+    listing.write_text(str(tmp_path / "a"))
+    html = tmp_path / "html"
+    path = os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parent.parent)])
+    run = subprocess.run([sys.executable, "-m", "symfence.tools.linecov", "sf_py2_harness:TestOneInput", "5",
+                          str(listing), "--modules", "sf_py2pkg", "--html", str(html)], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": path})
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["lines"] == 3 and report["not_python"] == [str(tmp_path / "sf_py2pkg" / "old2.py")], report
+    assert (html / "index.html").exists()
+
+
 def test_a_process_the_target_forks_still_exits_as_it_asks():
     assert _plain("hard_exit_target", b"f") == (Verdict.RAN_FINE, "")
 

@@ -31,6 +31,7 @@ from typing import Iterable
 from symfence.worker import atheris_compat, target_exit
 
 import coverage
+import coverage.exceptions
 
 
 class ReplayTimeout(BaseException):
@@ -81,7 +82,8 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
 
     The target must not be imported yet (its module-level lines count). Returns lines covered
     per file and in total, the statements of those files, the hangs and ``exceptions``:
-    signature -> the name of the first input raising it."""
+    signature -> the name of the first input raising it; ``not_python``: the package's ``.py``
+    files that are not Python 3 source (left out of the count and the reports)."""
     files = module_files(modules)
     cov = coverage.Coverage(data_file=None, config_file=False, include=files)
     found: dict[str, str] = {}
@@ -114,18 +116,24 @@ def measure(spec: str, modules: list[str], inputs: Iterable[tuple[str, bytes]], 
         cov.stop()
     per_file = {}
     statements = 0
+    measured, not_python = [], []
     for f in files:
-        _, executable, _, missing, _ = cov.analysis2(f)
+        try:
+            _, executable, _, missing, _ = cov.analysis2(f)
+        except coverage.exceptions.NotPython:  # olefile ships a Python 2 olefile2.py: never run, no lines
+            not_python.append(f)
+            continue
+        measured.append(f)
         statements += len(executable)
         if len(executable) > len(missing):
             per_file[f] = len(executable) - len(missing)
     if html is not None:
-        cov.html_report(directory=str(html), include=files, title=f"symfence coverage: {spec}")
+        cov.html_report(directory=str(html), include=measured, title=f"symfence coverage: {spec}")
     if json_out is not None:
-        cov.json_report(outfile=str(json_out), include=files)
+        cov.json_report(outfile=str(json_out), include=measured)
     return {"target": spec, "modules": modules, "inputs": count, "hangs": hangs,
             "lines": sum(per_file.values()), "statements": statements, "per_file": per_file,
-            "exceptions": found}
+            "exceptions": found, "not_python": not_python}
 
 
 def main(argv: list[str] | None = None) -> None:
