@@ -55,7 +55,8 @@ class EngineCounters:
         self._watch(target, stats)
 
     def _watch(self, target: str, stats: Mapping[str, int]) -> None:
-        if target not in self._warned_library:
+        if target not in self._warned_library and stats.get("imports_not_instrumented"):
+            # (set beside the `not_instrumented.<why>` key, so the common result skips the scan)
             why = next((key[len(NOT_INSTRUMENTED):] for key in stats if key.startswith(NOT_INSTRUMENTED)), None)
             if why is not None:
                 self._warned_library.add(target)

@@ -283,6 +283,7 @@ def test_the_class_of_a_proxy_is_its_plain_type(make_target) -> None:
         def target(data):
             text = data.decode("latin-1")
             assert data.__class__ is bytes and text.__class__ is str and len(data).__class__ is int
+            assert memoryview(data).__class__ is memoryview
             if len(data) > 1 and i8(data[1]) == 0x5A and (data[0] == 0x41).__class__ is bool:
                 raise RuntimeError("through __class__")
     """)

@@ -26,7 +26,7 @@ from symfence.worker.concolic.engine import ConcolicEngine
 from symfence.worker.concolic.execution import execute
 from symfence.worker.concolic.harness_imports import imports_under_test
 from symfence.worker.concolic.instrument import instrumented_modules, load_target
-from symfence.worker.executors.base import ExitKind, Task
+from symfence.worker.executors.base import ExitKind, Outcome, Task
 from tests.test_concolic_constructs import search
 
 LIBTARGETS = Path(__file__).resolve().parent.parent / "examples" / "libtargets"
@@ -134,10 +134,24 @@ def test_symbolic_values_survive_into_library_code(tmp_path: Path, monkeypatch: 
     assert len(plain.recorder.sites) < len(run.recorder.sites)  # len() and int() were blind
 
 
+def _write(root: Path, rel: str, text: str) -> None:
+    """`text` as the file `rel` under `root`, its folders made."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _engine_task(target: str, work_id: str) -> Outcome:
+    """One engine task on `target` from one zero byte, which must end OK."""
+    outcome = ConcolicEngine().run_task(Task("t", work_id, b"\x00", target, 0, {}))
+    assert outcome.status is ExitKind.OK, outcome.error
+    return outcome
+
+
 def test_a_library_that_fails_rewritten_is_loaded_plain_and_counted(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "sf_fragile").mkdir()  # a package: not rewritten as the harness's neighbour
-    (tmp_path / "sf_fragile" / "__init__.py").write_text(textwrap.dedent("""
+    # a package: not rewritten as the harness's neighbour would be
+    _write(tmp_path, "sf_fragile/__init__.py", textwrap.dedent("""
         import builtins
         if __builtins__ is not builtins.__dict__ and not isinstance(__builtins__, type(builtins)):
             raise ImportError("refuses to run rewritten")
@@ -145,7 +159,7 @@ def test_a_library_that_fails_rewritten_is_loaded_plain_and_counted(tmp_path: Pa
         def check(data):
             return data[:1] == b"Z"
     """))
-    (tmp_path / "sf_fragile_harness.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_fragile_harness.py", textwrap.dedent("""
         import sf_fragile
 
         def TestOneInput(data):
@@ -153,9 +167,7 @@ def test_a_library_that_fails_rewritten_is_loaded_plain_and_counted(tmp_path: Pa
                 raise ValueError("z")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    outcome = ConcolicEngine().run_task(Task("t", "w-fragile", b"\x00", "sf_fragile_harness:TestOneInput",
-                                             0, {}))
-    assert outcome.status is ExitKind.OK, outcome.error
+    outcome = _engine_task("sf_fragile_harness:TestOneInput", "w-fragile")
     assert outcome.stats["imports_not_instrumented"] == 1
     assert outcome.stats["not_instrumented.sf_fragile.ImportError"] == 1  # which library, and why
     assert any(c.kind is ExitKind.CRASH for c in outcome.candidates)  # SymBytes methods still work
@@ -174,17 +186,16 @@ def test_a_plain_module_first_imported_by_the_load_is_one_copy_for_everyone(
     imports its errors module later (as the expat reader does ``xml.sax``'s), it gets the same
     classes the rewritten library catches. Dropped at the load's end, it came back as a second
     copy: every run ended in an exception the library could not catch, a false finding."""
-    (tmp_path / "sf_plainparse").mkdir()  # not under test: a dependency, never rewritten
-    (tmp_path / "sf_plainparse" / "__init__.py").write_text(textwrap.dedent("""
+    # not under test: a dependency, never rewritten
+    _write(tmp_path, "sf_plainparse/__init__.py", textwrap.dedent("""
         def parse(data):
             from sf_plainparse.errors import ParseError  # on first use, as a late import
             if data[:1] != b"<":
                 raise ParseError("not markup")
             return data
     """))
-    (tmp_path / "sf_plainparse" / "errors.py").write_text("class ParseError(Exception):\n    pass\n")
-    (tmp_path / "sf_feedlib").mkdir()
-    (tmp_path / "sf_feedlib" / "__init__.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_plainparse/errors.py", "class ParseError(Exception):\n    pass\n")
+    _write(tmp_path, "sf_feedlib/__init__.py", textwrap.dedent("""
         import sf_plainparse
         import sf_plainparse.errors
 
@@ -194,7 +205,7 @@ def test_a_plain_module_first_imported_by_the_load_is_one_copy_for_everyone(
             except sf_plainparse.errors.ParseError:
                 return None  # the loose fallback, as feedparser's
     """))
-    (tmp_path / "sf_feed_harness.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_feed_harness.py", textwrap.dedent("""
         import atheris
         with atheris.instrument_imports():
             import sf_feedlib
@@ -206,8 +217,7 @@ def test_a_plain_module_first_imported_by_the_load_is_one_copy_for_everyone(
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in ("sf_plainparse", "sf_plainparse.errors"):
         monkeypatch.delitem(sys.modules, name, raising=False)  # the load imports it first
-    outcome = ConcolicEngine().run_task(Task("t", "w-feed", b"\x00", "sf_feed_harness:TestOneInput", 0, {}))
-    assert outcome.status is ExitKind.OK, outcome.error
+    outcome = _engine_task("sf_feed_harness:TestOneInput", "w-feed")
     assert outcome.stats.get("false_findings", 0) == 0
     assert "sf_plainparse.errors" in sys.modules
     assert [c.data[:1] for c in outcome.candidates if c.kind is ExitKind.CRASH] == [b"Q"]
@@ -219,8 +229,7 @@ def test_while_a_target_runs_its_rewritten_modules_are_the_ones_sys_modules_name
     rewritten copy (babel unpickles its locale data, whose classes pickle looks up there: with the
     plain copy or none, ``KeyError: 'babel.plural'`` on every run, a false finding); afterwards
     ``sys.modules`` is as it was."""
-    (tmp_path / "sf_picklelib").mkdir()
-    (tmp_path / "sf_picklelib" / "__init__.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_picklelib/__init__.py", textwrap.dedent("""
         import pickle, sys
 
         def load(data):
@@ -230,7 +239,7 @@ def test_while_a_target_runs_its_rewritten_modules_are_the_ones_sys_modules_name
             rule = pickle.loads(pickle.dumps(rules.Rule(b"P")))  # (pickling makes values plain)
             return rule.check(data)
     """))
-    (tmp_path / "sf_picklelib" / "rules.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_picklelib/rules.py", textwrap.dedent("""
         class Rule:
             def __init__(self, head):
                 self.head = head
@@ -238,7 +247,7 @@ def test_while_a_target_runs_its_rewritten_modules_are_the_ones_sys_modules_name
             def check(self, data):
                 return data[:1] == self.head
     """))
-    (tmp_path / "sf_pickle_harness.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_pickle_harness.py", textwrap.dedent("""
         import atheris
         with atheris.instrument_imports():
             import sf_picklelib
@@ -249,9 +258,7 @@ def test_while_a_target_runs_its_rewritten_modules_are_the_ones_sys_modules_name
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     before = {n: m for n, m in sys.modules.items() if n.startswith("sf_picklelib")}
-    outcome = ConcolicEngine().run_task(Task("t", "w-pickle", b"\x00", "sf_pickle_harness:TestOneInput",
-                                             0, {}))
-    assert outcome.status is ExitKind.OK, outcome.error
+    outcome = _engine_task("sf_pickle_harness:TestOneInput", "w-pickle")
     assert outcome.stats.get("false_findings", 0) == 0
     assert [c.data[:1] for c in outcome.candidates if c.kind is ExitKind.CRASH] == [b"P"]
     assert {n: m for n, m in sys.modules.items() if n.startswith("sf_picklelib")} == before
@@ -263,9 +270,8 @@ def test_a_library_that_reads_its_own_data_files_is_rewritten(tmp_path: Path,
     grammars; ``importlib.resources``) gets it under the engine too: the rewritten modules' loader
     had no ``get_data``, lark's grammar came back empty, its import failed rewritten and the engine
     saw only the harness (``imports_not_instrumented``)."""
-    (tmp_path / "sf_datalib").mkdir()
-    (tmp_path / "sf_datalib" / "words.txt").write_text("KEYW\n")
-    (tmp_path / "sf_datalib" / "__init__.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_datalib/words.txt", "KEYW\n")
+    _write(tmp_path, "sf_datalib/__init__.py", textwrap.dedent("""
         import importlib.resources, pkgutil
 
         WORD = pkgutil.get_data(__name__, "words.txt").split()[0]  # None.split(): the import fails
@@ -275,7 +281,7 @@ def test_a_library_that_reads_its_own_data_files_is_rewritten(tmp_path: Path,
             if data[:4] == WORD and WORD == ALSO:
                 raise RuntimeError("planted behind the package's word")
     """))
-    (tmp_path / "sf_data_harness.py").write_text(textwrap.dedent("""
+    _write(tmp_path, "sf_data_harness.py", textwrap.dedent("""
         import atheris
         with atheris.instrument_imports():
             import sf_datalib
@@ -284,8 +290,7 @@ def test_a_library_that_reads_its_own_data_files_is_rewritten(tmp_path: Path,
             sf_datalib.check(data)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    outcome = ConcolicEngine().run_task(Task("t", "w-data", b"\x00", "sf_data_harness:TestOneInput", 0, {}))
-    assert outcome.status is ExitKind.OK, outcome.error
+    outcome = _engine_task("sf_data_harness:TestOneInput", "w-data")
     assert outcome.stats.get("imports_not_instrumented", 0) == 0
     assert "sf_datalib" in instrumented_modules("sf_data_harness:TestOneInput")
     found = [c for c in outcome.candidates if c.kind is ExitKind.CRASH]

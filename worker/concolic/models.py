@@ -109,33 +109,22 @@ def sym_isinstance(obj: Any, cls: Any) -> bool:
     return isinstance(obj, cls)
 
 
-_PLAIN_TYPES = {SymInt: int, SymBool: bool}
+# The plain type each proxy stands for: what ``type(x)`` and ``x.__class__`` name in rewritten code.
+_PLAIN_TYPES: dict[type, type] = {SymInt: int, SymBool: bool, SymBytes: bytes, SymStr: str,
+                                  SymMemoryView: memoryview, SymBytesIO: io.BytesIO, SymStringIO: io.StringIO}
 
 
 def sym_class(x: Any) -> Any:
     """``x.__class__``: a proxy's plain type, as ``type(x)`` (olefile's ``c.__class__ is int``
     took a SymInt for a sequence: a false finding); anything else's own ``__class__``."""
-    return sym_type(x) if isinstance(x, (SymInt, SymBool, SymBytes, SymStr, SymBytesIO, SymStringIO)) \
-        else x.__class__
+    return _PLAIN_TYPES.get(type(x)) or x.__class__
 
 
 def sym_type(*args: Any) -> Any:
     """``type(x)`` naming the plain type of a proxy (``type(name, bases, ns)`` unchanged)."""
     if len(args) == 1:
         t = type(args[0])
-        if t in _PLAIN_TYPES:
-            return _PLAIN_TYPES[t]
-        if t is SymBytes:
-            return bytes
-        if t is SymStr:
-            return str
-        if t is SymMemoryView:
-            return memoryview
-        if t is SymBytesIO:
-            return io.BytesIO
-        if t is SymStringIO:
-            return io.StringIO
-        return t
+        return _PLAIN_TYPES.get(t, t)
     return type(*args)
 
 
