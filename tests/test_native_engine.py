@@ -13,6 +13,10 @@ from tests.native_support import ROOT, built, compile_c, needs_cc, needs_tritond
 pytestmark = [needs_tritondse, needs_cc]
 
 
+# No test here is of time-outs: an emulated run gets 30 s, not the default 1 s a loaded CI
+# machine can exceed (`emulation over 1 s` turned the libc-models program's OK into a hang).
+ROOMY = NativeOptions(exec_timeout_s=30.0)
+
 def explore_until(engine, seed: bytes, kind: RunKind, limit: int = 400):
     """Generational search without coverage filtering; returns (executions, finding input)."""
     queue, seen, runs = [(seed, 0)], {seed}, 0
@@ -32,7 +36,7 @@ def explore_until(engine, seed: bytes, kind: RunKind, limit: int = 400):
 def test_tritondse_finds_the_record_crash_from_zero_bytes():
     from symfence.worker.native.tritondse_engine import TritonDseEngine
 
-    engine = TritonDseEngine(str(built() / "record"), NativeOptions())
+    engine = TritonDseEngine(str(built() / "record"), ROOMY)
     runs, data, own = explore_until(engine, bytes(32), RunKind.CRASH)
     assert data[:4] == b"SFRC" and int.from_bytes(data[4:8], "little") == 0xC0FFEE42
     assert data[10] == ord("!") and sum(data[10:10 + data[8]]) % 256 == data[9]
@@ -43,7 +47,7 @@ def test_tritondse_finds_the_record_crash_from_zero_bytes():
 def test_tritondse_reports_abort_as_a_sigabrt_crash():
     from symfence.worker.native.tritondse_engine import TritonDseEngine
 
-    engine = TritonDseEngine(str(built() / "tlv"), NativeOptions())
+    engine = TritonDseEngine(str(built() / "tlv"), ROOMY)
     replay = engine.replay(b"C\x08C\x06I\x04\x0b\xad\xf0\x0d")
     assert replay.kind is RunKind.CRASH and replay.signal == 6 and "abort()" in replay.detail
     assert engine.replay(b"C\x08C\x06I\x04\x0b\xad\xf0\x0c").kind is RunKind.OK
@@ -52,7 +56,7 @@ def test_tritondse_reports_abort_as_a_sigabrt_crash():
 def test_generational_bound_is_honoured():
     from symfence.worker.native.tritondse_engine import TritonDseEngine
 
-    engine = TritonDseEngine(str(built() / "record"), NativeOptions())
+    engine = TritonDseEngine(str(built() / "record"), ROOMY)
     full = engine.explore(b"SFRC" + bytes(28), 0)
     assert full.candidates and all(c.bound is not None and c.bound >= 1 for c in full.candidates)
     cut = max(c.bound for c in full.candidates)
@@ -70,7 +74,7 @@ def test_static_binary_is_refused_with_a_clear_error(tmp_path):
     if proc.returncode != 0:
         pytest.skip(f"no static glibc to link against: {proc.stderr.decode()[-200:]}")
     with pytest.raises(NativeError, match="statically linked"):
-        TritonDseEngine(str(static), NativeOptions())
+        TritonDseEngine(str(static), ROOMY)
 
 
 def test_cxx_runtime_is_refused(tmp_path):
@@ -81,7 +85,7 @@ def test_cxx_runtime_is_refused(tmp_path):
     binary = compile_c(tmp_path, "hello", '#include <string>\nint main(){std::string s(64, \'x\');'
                        'return (int)s.size() - 64;}\n', "-x", "c++", cc="c++")
     with pytest.raises(NativeError, match="libstdc"):
-        TritonDseEngine(str(binary), NativeOptions())
+        TritonDseEngine(str(binary), ROOMY)
 
 
 def test_unmodelled_import_is_an_error_not_a_silent_stop(tmp_path):
@@ -93,7 +97,7 @@ def test_unmodelled_import_is_an_error_not_a_silent_stop(tmp_path):
 static int cmp(const void *a, const void *b) { return *(const char *)a - *(const char *)b; }
 int main(void) { char buf[16]; long n = read(0, buf, sizeof buf); qsort(buf, n, 1, cmp); return buf[0]; }
 ''')
-    engine = TritonDseEngine(str(binary), NativeOptions())
+    engine = TritonDseEngine(str(binary), ROOMY)
     with pytest.raises(NativeError, match=r"does not model qsort\(\)"):
         engine.explore(bytes(8), 0)
 
@@ -137,7 +141,7 @@ int main(void) {
     return 0;
 }
 ''')
-    engine = TritonDseEngine(str(binary), NativeOptions())
+    engine = TritonDseEngine(str(binary), ROOMY)
     assert engine.replay(b"port=31337;0x10").kind is RunKind.CRASH  # endptr and base 0 as glibc's
     assert engine.replay(b"port=31337;16").kind is RunKind.CRASH and engine.replay(b"port=31337;0x11").kind \
         is RunKind.OK
@@ -219,7 +223,7 @@ def test_the_libc_models_agree_with_glibc_on_a_program_that_calls_them_all(tmp_p
     from symfence.worker.native.tritondse_engine import TritonDseEngine
 
     binary = compile_c(tmp_path, "libc", LIBC_PROGRAM)
-    engine = TritonDseEngine(str(binary), NativeOptions())
+    engine = TritonDseEngine(str(binary), ROOMY)
     inputs = [b"", b"key=1,2;3", b"abc:-0x1F,key;9", b"Qz key 42,", b"zz\x00key", b"no digits here",
               b"a,b,c;d=e:f 0755 key", b"  -123 rest", b"0xff;KEY;key,,", b"Z" * 70,
               bytes(range(0x70, 0x90)) + b"\xff\xfe\t\x01"]
@@ -275,13 +279,13 @@ def test_what_the_emulation_cannot_follow_is_an_error_naming_it_never_a_wrong_ru
 int main(void) { char b[32]; int c = getchar(); snprintf(b, sizeof b, "%f", 1.5); return b[0] + c; }
 ''')
     with pytest.raises(NativeError, match=r"does not model the %f conversion"):
-        TritonDseEngine(str(constant), NativeOptions()).explore(b"a", 0)
+        TritonDseEngine(str(constant), ROOMY).explore(b"a", 0)
     converted = compile_c(tmp_path, "flt2", r'''
 #include <stdio.h>
 int main(void) { char b[32]; int c = getchar(); snprintf(b, sizeof b, "%f", c / 3.0); return b[0]; }
 ''')
     with pytest.raises(NativeError, match=r"cannot emulate `.*cvtsi2sd"):
-        TritonDseEngine(str(converted), NativeOptions()).explore(b"a", 0)
+        TritonDseEngine(str(converted), ROOMY).explore(b"a", 0)
 
 
 SSCANF_PROGRAM = r'''
@@ -314,7 +318,7 @@ def test_the_sscanf_model_agrees_with_glibc_and_the_solver_reaches_a_scanned_num
     from symfence.worker.native.tritondse_engine import TritonDseEngine
 
     binary = compile_c(tmp_path, "scan", SSCANF_PROGRAM)
-    engine = TritonDseEngine(str(binary), NativeOptions())
+    engine = TritonDseEngine(str(binary), ROOMY)
     for data in (b"", b"12,34", b"  -7 , 8", b"key=1f;rest", b"0x10 99 -123456", b"abc_def!!tail",
                  b"word other", b"70000 300 %", b"12345 17", b"9", b" ", b"key=zz", b"x,y"):
         real = subprocess.run([str(binary)], input=data, capture_output=True, timeout=10)
@@ -331,7 +335,7 @@ int main(void) {
     return 0;
 }
 ''')
-    runs, data, own = explore_until(TritonDseEngine(str(solver), NativeOptions()), b"port 12345 mode -1",
+    runs, data, own = explore_until(TritonDseEngine(str(solver), ROOMY), b"port 12345 mode -1",
                                     RunKind.CRASH, limit=60)
     assert data.startswith(b"port 31337 mode -4") and own.signal == 11
 
