@@ -82,9 +82,10 @@ def test_the_seeds_are_durable_before_the_first_dispatch(tmp_path, seed_first):
     # Rank 0 is killed at its first dispatch: the first `campaign.seed_first` seeds' batch (all
     # of them with 0) must already be in the journal (it is written before dispatch starts, not
     # beside it; the rest are journaled while dispatch runs, seeding.py), and a resume runs every
-    # item. 5,000 seeds: the start-up before 0584bda (the batch written beside dispatch) left 0
-    # of them durable, as it did with 500 and 20,000 (checked 2026-12-05).
-    seeds = 5_000
+    # item. The start-up before 0584bda (the batch written beside dispatch) left 0 of 5,000 seeds
+    # durable, as it did with 500 and 20,000 (checked 2026-12-05); 2,000 here (the resume runs
+    # each: 5,000 cost ~10 s of CPU in a suite at its 7-minute limit).
+    seeds = 2_000
     cfg = synthetic_cfg(synthetic={"seeds": seeds, "task_ms": 0.0}, campaign={"seed_first": seed_first})
     out = tmp_path / "out"
     killed = run_campaign(tmp_path, cfg, ranks=3, out=out, env={"SYMFENCE_FAILPOINT": "dispatch:1:kill"})
