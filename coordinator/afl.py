@@ -117,7 +117,7 @@ class AflState:
     # --- the files ----------------------------------------------------------------------------
 
     def stats_items(self, *, now: float, execs: int, execs_last_min: float, corpus: int, seeds: int,
-                    pending: int, pending_favs: int, edges: int, saved_crashes: int, saved_hangs: int,
+                    imported: int, pending: int, pending_favs: int, edges: int, saved_crashes: int, saved_hangs: int,
                     cycles_done: int, exec_timeout_ms: int, banner: str, command_line: str,
                     total_tmout: int) -> list[tuple[str, object]]:
         run_ms = max(self.run_time_ms(now), 1)
@@ -134,8 +134,8 @@ class AflState:
             ("execs_ps_last_min", f"{execs_last_min:.2f}"),
             ("corpus_count", corpus),
             ("corpus_favored", 0),
-            ("corpus_found", max(0, corpus - seeds)),
-            ("corpus_imported", 0),
+            ("corpus_found", max(0, corpus - seeds - imported)),
+            ("corpus_imported", imported),
             ("corpus_variable", 0),
             ("max_depth", self.max_depth),
             ("cur_item", self.cur_item),

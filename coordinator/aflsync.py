@@ -53,8 +53,11 @@ STATE_PREFIX = "afl_sync_"  # the importer's counters in the journal
 _INT63 = (1 << 63) - 1
 
 
+SYNC_PREFIX = "sync:"  # the origin of every corpus entry imported from AFL++
+
+
 def sync_origin(instance: str, entry_id: int) -> str:
-    return f"sync:{instance}:{entry_id:06d}"
+    return f"{SYNC_PREFIX}{instance}:{entry_id:06d}"
 
 
 @dataclass(frozen=True)

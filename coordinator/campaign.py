@@ -110,6 +110,7 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
                          setup={"log_dir": str(out.logs), "files": self.hosts.files},
                          afl_sync=self.afl_sync is not None)
         self.seed_count = 0
+        self.imported_count = 0  # corpus entries imported from AFL++ (fuzzer_stats' corpus_imported)
         # (target, data, sha256) of the seeds not journaled yet, oldest last (seeding.py)
         self._seeds_left: list[tuple[str, bytes, str]] = []
         self._seeds_total = 0

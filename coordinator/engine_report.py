@@ -25,8 +25,10 @@ log = structlog.get_logger()
 WARN_AFTER = 1  # results of a target without any symbolic branch before it is warned about
 MAX_KEYS = 512  # distinct counter names kept (kinds are open-ended); the rest add up in "other"
 PREFIX = "engine_"
-ALWAYS = ("branches", "implicit_branches", "concretisations", "queries", "sat", "unsat", "unknown",
-          "divergences", "false_findings")
+ALWAYS = ("branches", "queries", "sat", "unsat")  # every engine's
+# The Python engine's own (it always sends `implicit_branches`): shown once it reported, never for
+# a native campaign, whose engines compute none of them (a row of zeros there read as "none").
+PYTHON_ALWAYS = ("implicit_branches", "concretisations", "unknown", "divergences", "false_findings")
 PLOT_COLUMNS = ("engine_branches", "engine_concretisations", "engine_false_findings")
 
 
@@ -87,7 +89,8 @@ class EngineCounters:
         """``fuzzer_stats`` rows, sorted by name (the main ones even at 0, once the engine reported)."""
         if not self.totals:
             return []
-        totals = Counter({key: 0 for key in ALWAYS})
+        shown = ALWAYS + PYTHON_ALWAYS if "implicit_branches" in self.totals else ALWAYS
+        totals = Counter({key: 0 for key in shown})
         totals.update(self.totals)
         rows: list[tuple[str, object]] = [(PREFIX + key, value) for key, value in sorted(totals.items())
                                           if not key.startswith(LEFT_VIA)]

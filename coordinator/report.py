@@ -57,6 +57,7 @@ class ReportMixin:
     afl_sync: AflSide | None
     stop_reason: str | None
     seed_count: int
+    imported_count: int
     workers: list[Rank]
     members: Members
     inflight: InFlight
@@ -137,6 +138,7 @@ class ReportMixin:
         last_min = self.afl.sample(now, self.afl.prev_execs + st.execs)
         afl_rows = self.afl.stats_items(
             now=now, execs=st.execs, execs_last_min=last_min, corpus=st.corpus, seeds=self.seed_count,
+            imported=self.imported_count,
             pending=pending, pending_favs=0, edges=st.edges, saved_crashes=st.crashes, saved_hangs=st.hangs,
             cycles_done=cycles_done, exec_timeout_ms=self._exec_timeout_ms(),
             banner=self.cfg["campaign.name"],

@@ -20,7 +20,7 @@ import structlog
 from symfence.coordinator.engines import MODES, TargetKind, target_of
 from symfence.coordinator import carryover, failpoints
 from symfence.coordinator.afl import AflState
-from symfence.coordinator.aflsync import sync_origin
+from symfence.coordinator.aflsync import SYNC_PREFIX, sync_origin
 from symfence.coordinator.config import Config
 from symfence.coordinator.journal import NewEntry
 from symfence.coordinator.outputs import FindingClass, finding_class
@@ -115,6 +115,7 @@ class SeedingMixin:
     corpus_executor: str
     options: dict[str, Any]
     seed_count: int
+    imported_count: int
     _seeds_left: list[tuple[str, bytes, str]]
     _seeds_total: int
     _stop: asyncio.Event
@@ -252,7 +253,10 @@ class SeedingMixin:
         missing = []
         for e in self.journal.iter_corpus():
             self.afl.depth_of[e.queue_id] = 1 if e.parent is None else self.afl.depth_of.get(e.parent, 1) + 1
-            self.seed_count += e.parent is None
+            if e.parent is None:  # a seed, or an entry imported from AFL++ (fuzzer_stats counts them apart)
+                imported = e.origin.startswith(SYNC_PREFIX)
+                self.imported_count += imported
+                self.seed_count += not imported
             self.targets[e.target].corpus += 1
             if f"id:{e.queue_id:06d}" not in have:
                 missing.append(e)
@@ -296,6 +300,7 @@ class SeedingMixin:
             self._queue_entry(e)
             self.afl.entry(e.queue_id, None, now)
             self.targets[e.target].corpus += 1
+        self.imported_count += len(added)
         if added:
             self.stats.corpus = self.journal.corpus_count()
             self._fill()

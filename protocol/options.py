@@ -100,6 +100,11 @@ SOLVERS = ("bitwuzla", "z3")
 INPUT_MODES = ("stdin", "file")
 
 
+# An emulated replay (the `engine` oracle's run of a candidate) may take this many times
+# `exec_timeout_s`: emulation is that much slower than the program (worker/native/tritondse_engine.py).
+REPLAY_FACTOR = 10
+
+
 @dataclass(frozen=True)
 class NativeOptions:
     """Per-task options (``[native]`` in the config); every field is a scalar for the wire."""
@@ -109,8 +114,8 @@ class NativeOptions:
     afl_target: str = "{target}.afl"  # the afl-cc build of the target (forkserver / showmap)
     symcc_command: str = "{target}.symcc"  # the SymCC build (or any contract-following command)
     input: str = "stdin"  # how the target reads its input: stdin, or a file named by @@
-    exec_timeout_s: float = 1.0  # one execution (oracle run, emulated replay)
-    engine_timeout_s: float = 30.0  # one engine run (symbolic execution + solving)
+    exec_timeout_s: float = 1.0  # one native execution (oracle run; a hang past it)
+    engine_timeout_s: float = 30.0  # one engine run (emulation, at most half of it, + solving)
     mem_limit_mb: int = 2048  # address-space limit of the engine child process
     target_mem_limit_mb: int = 0  # address-space limit of the real target (0 = none)
     solver: str = "bitwuzla"

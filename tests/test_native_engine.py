@@ -353,3 +353,37 @@ def test_the_ctype_class_table_is_glibcs_c_locale_table():
     glibc = [int(v) for v in sp.run([sys.executable, "-c", code], capture_output=True, text=True,
                                     check=True).stdout.split(",")]
     assert [_c_locale_class(i & 0xFF if i >= 0 else -1) for i in range(-128, 256)] == glibc
+
+
+SLOW_TO_EMULATE = r'''
+#include <unistd.h>
+int main(void) {
+    char b[4] = {0};
+    long n = read(0, b, sizeof b);
+    volatile unsigned long x = 0;
+    for (long i = 0; i < 20000000; i++) x += i;  /* ~10 ms natively, minutes emulated */
+    if (n > 0 && b[0] == 'H') for (;;) x++;
+    if (n > 0 && b[0] == 'C') { int *p = 0; *p = 1; }
+    return b[0] == 'E' ? 3 : 0;
+}
+'''
+
+
+def test_an_emulation_cut_at_its_limit_is_judged_by_the_native_run(tmp_path):
+    """Emulating a real parser took 1-3 s where it runs in a millisecond, and every such input
+    was a hang (`emulation over 1 s`), confirmed by another rank's emulation and saved: false
+    findings, more of them the busier the machine. A run cut at its emulation limit keeps its
+    edges, and the program itself says whether the input runs fine, crashes or hangs."""
+    from symfence.worker.native.tritondse_engine import TritonDseEngine
+
+    binary = compile_c(tmp_path, "slow", SLOW_TO_EMULATE)
+    engine = TritonDseEngine(str(binary), NativeOptions(exec_timeout_s=0.1, engine_timeout_s=2.0))
+    fine = engine.replay(b"ok")
+    assert fine.kind is RunKind.OK and fine.trace, fine
+    crash = engine.replay(b"C")
+    assert crash.kind is RunKind.CRASH and crash.signal == 11 and "SIGSEGV" in crash.detail, crash
+    hang = engine.replay(b"H")
+    assert hang.kind is RunKind.HANG and "native run" in hang.detail, hang
+    explored = engine.explore(b"ok", 0)  # the exploring run too (half of engine_timeout_s)
+    assert explored.own.kind is RunKind.OK and explored.stats["branches"] >= 0
+    assert engine.take_stats() == {"emulation_cut": 4} and engine.take_stats() == {"emulation_cut": 0}

@@ -181,6 +181,9 @@ def test_afl_side_by_side_import_export_and_resume(tmp_path):
         assert done.code == 0, done.stderr[-3000:]
         origins = [o for o, _ in sync_origins(out)]
         assert len(set(origins)) == len(origins)  # no entry imported twice
+        stats = done.stats()  # AFL++'s meaning: imported apart from found, over --resume too
+        assert int(stats["corpus_imported"]) == len(origins), stats
+        assert int(stats["corpus_found"]) + int(stats["corpus_imported"]) <= int(stats["corpus_count"])
         return dict(sync_origins(out))
 
     def all_of_theirs_in_the_corpus() -> Callable[[], bool]:

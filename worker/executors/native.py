@@ -2,7 +2,8 @@
 
 The child (``worker.native.runner`` under ``worker.childserve``) streams the phase it is in; the
 parent owns the clock: an execution (input or candidate) gets ``exec_timeout_s`` plus a grace,
-an engine run ``engine_timeout_s`` plus a grace. On overrun the child's process group (and a
+an engine run ``engine_timeout_s`` plus a grace, an emulated replay (the ``engine`` oracle's
+candidate) its emulation limit and one native run plus a grace (tritondse_engine.py). On overrun the child's process group (and a
 SymCC run's own group) is SIGKILLed and a fresh child is started; the input or candidate being
 executed becomes a HANG finding, an overrunning engine run ends the task as an ERROR with the
 candidates so far. A child that dies on its own while out of memory (its stderr says so) makes
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from symfence.protocol.options import NativeOptions
+from symfence.protocol.options import REPLAY_FACTOR, NativeOptions
 from symfence.worker.childproc import SCRATCH, ChildExecutor, ChildProcess, Running
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
 from symfence.worker.native.base import OOM_MARK
@@ -43,6 +44,8 @@ class NativeAdapter:
             return run.phase_since + self.start_timeout_s
         if run.phase is Phase.ENGINE:
             return run.phase_since + opts.engine_timeout_s + max(2.0, 0.2 * opts.engine_timeout_s)
+        if opts.oracle == "engine" and run.phase is Phase.CANDIDATE:  # an emulated replay, then maybe a native run
+            return run.phase_since + (REPLAY_FACTOR + 1) * opts.exec_timeout_s + max(2.0, opts.exec_timeout_s)
         return run.phase_since + opts.exec_timeout_s + max(1.0, opts.exec_timeout_s)
 
     def killed(self, run: Running[NativeOptions]) -> Outcome:

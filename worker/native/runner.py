@@ -210,11 +210,12 @@ class Runner:
         if own.kind is RunKind.CRASH and bound >= opts.max_branches:
             events.entered(Phase.ENGINE, data, bound)
             error = with_frames(target, data, opts, error)
+        counted = engine.take_stats() if hasattr(engine, "take_stats") else {}
         return Outcome(status, trace=traced(own.trace), candidates=tuple(candidates),
                        wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0,
                        solver_s=run.solver_s, execs=execs,
                        error=error,
-                       stats={**{k: int(v) for k, v in run.stats.items()}, "engine_oom": stats_oom})
+                       stats={**{k: int(v) for k, v in run.stats.items()}, **counted, "engine_oom": stats_oom})
 
     def close(self) -> None:
         for part in (*self.engines.values(), *self.oracles.values()):

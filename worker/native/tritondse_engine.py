@@ -4,12 +4,22 @@ after the generational bound, and solve (Bitwuzla by default) for candidate inpu
 The target reads its input from stdin (TritonDSE's raw seed). Guards turn TritonDSE's silent
 failure modes into errors: a static binary (a false crash at start-up), a C++ runtime or any
 imported function TritonDSE does not model (the emulation would just stop).
+
+The emulation's time is not the program's: emulating a real parser (libyaml) on four bytes took
+1-3 s where the program runs in a millisecond. So `exec_timeout_s` is never an emulation's limit
+and an emulation that runs long is no hang: the exploring run may emulate for half of
+`engine_timeout_s` (the rest is left to solving), a replay (the `engine` oracle's coverage of a
+candidate) for `REPLAY_FACTOR` times `exec_timeout_s`. A run cut there keeps the branches and
+edges emulated so far, and its verdict (ran fine, crashed or hung past `exec_timeout_s`) comes
+from running the binary natively on the input (`plain.run_plain`); `emulation_cut` counts them.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +27,9 @@ from typing import Any, Callable
 from symfence.worker.native.base import EngineRun, GeneratedInput, NativeError, NativeOptions, RunKind, RunResult, fold
 from symfence.worker.native.elfcheck import check_tritondse_elf, quiet_lief
 from symfence.worker.native.libc_models import MODELS
+from symfence.protocol.options import REPLAY_FACTOR
+from symfence.worker.concolic.replay import Verdict
+from symfence.worker.native.plain import run_plain
 
 # Imports TritonDSE need not model: weak hooks glibc's start-up code looks up and may never call.
 _HARMLESS_IMPORTS = frozenset({"__cxa_finalize", "__gmon_start__", "_ITM_deregisterTMCloneTable",
@@ -72,21 +85,23 @@ class TritonDseEngine:
         self.target = target
         self.options = options
         self.program = Program(str(path))
-        self.config = Config(
-            coverage_strategy=CoverageStrategy.EDGE,
-            smt_solver=SmtSolver.BITWUZLA if options.solver == "bitwuzla" else SmtSolver.Z3,
-            smt_timeout=options.solver_timeout_ms,
-            execution_timeout=max(1, int(round(options.exec_timeout_s))),
-            skip_unsupported_import=False,
-        )
+
+        def config(emulation_s: float) -> Any:  # TritonDSE counts whole seconds
+            return Config(coverage_strategy=CoverageStrategy.EDGE,
+                          smt_solver=SmtSolver.BITWUZLA if options.solver == "bitwuzla" else SmtSolver.Z3,
+                          smt_timeout=options.solver_timeout_ms, execution_timeout=max(1, math.ceil(emulation_s)),
+                          skip_unsupported_import=False)
+        self.explore_config = config(options.engine_timeout_s / 2)
+        self.replay_config = config(REPLAY_FACTOR * options.exec_timeout_s)
+        self.emulation_cut = 0  # runs cut at their emulation limit since the last `take_stats`
 
     # -- one emulated execution ---------------------------------------------------------------
 
-    def _execute(self, data: bytes) -> tuple[Any, RunResult]:
+    def _execute(self, data: bytes, config: Any) -> tuple[Any, RunResult]:
         from tritondse import Seed, SeedStatus, SymbolicExecutor
         from tritondse.exception import AbortExecutionException
 
-        se = SymbolicExecutor(self.config, Seed(data))
+        se = SymbolicExecutor(config, Seed(data))
         se.load(self.program)
         unmodelled: list[str] = []
 
@@ -166,8 +181,9 @@ class TritonDseEngine:
             else:
                 detail = f"{where}\nSIGSEGV: memory access violation in emulation"
                 result = RunResult(RunKind.CRASH, trace, signal=11, detail=detail)
-        elif status is SeedStatus.HANG:
-            result = RunResult(RunKind.HANG, trace, detail=f"emulation over {self.config.execution_timeout} s")
+        elif status is SeedStatus.HANG:  # the emulation's limit, not the program's: ask the program
+            self.emulation_cut += 1
+            result = self._native_verdict(data, trace, config.execution_timeout)
         elif status is SeedStatus.FAIL:
             raise NativeError(f"TritonDSE failed to emulate {self.target} at pc {pc:#x} "
                               f"(after {time.monotonic() - started:.2f} s)")
@@ -175,11 +191,33 @@ class TritonDseEngine:
             result = RunResult(RunKind.OK, trace, exit_code=se.exitcode)
         return se, result
 
+    def _native_verdict(self, data: bytes, trace: dict[int, int], emulated_s: int) -> RunResult:
+        """An emulation cut at its limit: the edges it saw, and what the program does natively
+        on the input within `exec_timeout_s`."""
+        plain = run_plain(self.target, data, timeout_s=self.options.exec_timeout_s,
+                          mem_limit_mb=self.options.target_mem_limit_mb)
+        if plain.verdict is Verdict.HUNG:
+            return RunResult(RunKind.HANG, trace, detail=f"{plain.detail} (native run; the emulation was cut "
+                                                         f"at {emulated_s} s)")
+        if plain.verdict is Verdict.CRASHED:
+            name = plain.detail.rstrip().rsplit("killed by ", 1)[-1]
+            number = getattr(signal, name, 0) if name.startswith("SIG") else 0
+            return RunResult(RunKind.CRASH, trace, signal=int(number), detail=plain.detail)
+        if plain.verdict is Verdict.UNKNOWN:
+            raise NativeError(f"the emulation of {Path(self.target).name} was cut at {emulated_s} s and the "
+                              f"native run to judge it failed: {plain.detail}")
+        return RunResult(RunKind.OK, trace)
+
     # -- Engine -------------------------------------------------------------------------------
 
     def replay(self, data: bytes) -> RunResult:
         """The engine's own trace of one concrete (emulated) execution: the 'engine' oracle."""
-        return self._execute(data)[1]
+        return self._execute(data, self.replay_config)[1]
+
+    def take_stats(self) -> dict[str, int]:
+        """Counters of the runs since the last call (the runner adds them to the task's stats)."""
+        cut, self.emulation_cut = self.emulation_cut, 0
+        return {"emulation_cut": cut}
 
     def explore(self, data: bytes, bound: int, *,
                 skip_site: Callable[[int, int], bool] | None = None) -> EngineRun:
@@ -187,7 +225,8 @@ class TritonDseEngine:
         ``skip_site(src, dst)`` may veto a site (SymCC's coverage-map pruning)."""
         from tritondse import SolverStatus
 
-        se, own = self._execute(data)
+        deadline = time.monotonic() + self.options.engine_timeout_s  # emulation and solving
+        se, own = self._execute(data, self.explore_config)
         pstate = se.pstate
         actx = pstate.actx
         prefix: list[Any] = [actx.equal(actx.bvtrue(), actx.bvtrue())]  # land needs two children
@@ -197,7 +236,6 @@ class TritonDseEngine:
         solver_s = 0.0
         stats = {"branches": 0, "queries": 0, "sat": 0, "unsat": 0, "solver_timeout": 0,
                  "branch_cap_hits": 0}
-        deadline = time.monotonic() + self.options.engine_timeout_s
         index = 0
         for pc in pstate.get_path_constraints():
             if not pc.isMultipleBranches():
