@@ -188,13 +188,13 @@ def test_coverage_module_stays_pure() -> None:
     assert not imported & {"mpi4py", "asyncio", "structlog", "uvloop"}
 
 
-def test_the_c_snapshot_records_equal_the_record_by_record_packing():
+def test_the_fast_snapshot_records_equal_the_record_by_record_packing():
     import random
 
-    from symfence.protocol.coverage import MAP_SIZE, _all_records, _pack_records
+    from symfence.protocol.coverage import _SCAN_MAX, MAP_SIZE, _all_records, _pack_records
 
-    rng = random.Random(7)
-    for n in (0, 1, 300, 5000):
+    rng = random.Random(7)  # both ways: the scan (up to _SCAN_MAX edges) and numpy (beyond)
+    for n in (0, 1, 300, _SCAN_MAX - 1, _SCAN_MAX, _SCAN_MAX + 1, 5000):
         cov = CoverageMap()
         for _ in range(n):
             cov.seen[rng.randrange(MAP_SIZE)] = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 255])
