@@ -71,6 +71,7 @@ class Triage:
         self.jobs: dict[WorkId, MinJob] = {}
         self.minimized = 0
         self.min_failed = 0
+        self.not_reproduced = 0  # of min_failed: the original input did not reproduce (a flaky finding)
         self.cut: dict[WorkId, float] = {}  # dispatched with a budget cut to the campaign's end
 
     # -- identity -------------------------------------------------------------------------------
@@ -190,8 +191,14 @@ class Triage:
                     best = c.data
         if result.status is Status.ERROR or best is None:
             self.min_failed += 1
-            log.warning("finding.minimize_failed", kind=job.kind, finding_id=job.finding_id, rank=source,
-                        status=result.status.value, error=result.error[-300:])
+            if result.stats.get("not_reproduced"):  # the minimizer's plain runs do not crash or hang on it
+                self.not_reproduced += 1
+                log.warning("finding.flaky", kind=job.kind, finding_id=job.finding_id, rank=source,
+                            note="confirmed when found, but the minimizer's runs of the original input "
+                                 "did not reproduce it: it depends on timing or state (kept, unminimized)")
+            else:
+                log.warning("finding.minimize_failed", kind=job.kind, finding_id=job.finding_id, rank=source,
+                            status=result.status.value, error=result.error[-300:])
             best = job.data  # recorded as its own minimum: not retried on every --resume
         if not cut:  # one cut by the campaign's end is saved as far as it got, and owed on --resume
             self.journal.note_triage(job.kind, job.finding_id, min_data=best, min_s=now_s)
@@ -213,7 +220,7 @@ class Triage:
 
     def stats_items(self) -> dict[str, int]:
         return {"minimized": self.minimized, "minimize_failed": self.min_failed,
-                "minimize_pending": len(self.jobs)}
+                "minimize_not_reproduced": self.not_reproduced, "minimize_pending": len(self.jobs)}
 
 
 # -- `symfence status` ---------------------------------------------------------------------------

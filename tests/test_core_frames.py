@@ -13,10 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from symfence.coordinator.config import parse
 from symfence.coordinator.core import Core
-from symfence.coordinator.effects import Flush, HostReport, Log, Quarantined, Send, Stop
+from symfence.coordinator.effects import Flush, HostReport, Log, Minimized, Quarantined, Send, Stop
 from symfence.coordinator.journal import Journal, NewEntry, WorkState
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.scheduler import WorkItem
@@ -441,3 +442,24 @@ def test_every_task_error_is_logged_as_task_error_a_minimizations_too(tmp_path):
     effects = core.receive([(Rank(1), Tag.RESULT, encode(failed), 0)])
     logged = [e.fields for e in effects if isinstance(e, Log) and e.event == "task.error"]
     assert [(f["kind"], f["error"]) for f in logged] == [("minimize", "the minimizer died (exit -11)")]
+
+
+def test_a_minimization_that_does_not_reproduce_is_no_task_error(tmp_path):
+    """The minimizer answers that the saved input does not reproduce (a flaky finding): not a
+    task error of the summary, one `finding.flaky` warning, the finding kept as its own minimum."""
+    core, journal, _, works = _started(tmp_path, depth=2, triage_base="concolic")
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_crash(works[1][0], "first")), 0)])
+    rerun = next(w for frames in _works(effects).get(2, []) for w in frames if w.bound == RERUN_BOUND)
+    core.receive([(Rank(2), Tag.RESULT, encode(_crash(rerun, "first")), 0)])
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(_answer(works[1][1])), 0)])
+    minimize = next(w for frames in _works(effects).get(1, []) for w in frames if w.executor == "minimize")
+    answer = Result(minimize.token, minimize.work_id, Status.OK, cost=Cost(0.001, 0.001, 0.0, 1),
+                    cov_version=minimize.cov_version, stats={"not_reproduced": 1})
+    effects = core.receive([(Rank(1), Tag.RESULT, encode(answer), 0)])
+    assert not [e for e in effects if isinstance(e, Log) and e.event == "task.error"]
+    assert core.stats.task_errors == 0
+    (done,) = [e for e in effects if isinstance(e, Minimized)]
+    with structlog.testing.capture_logs() as logs:
+        core.triage.done(done.item, done.result, done.source, done.found_s)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["finding.flaky"]
+    assert core.triage.stats_items()["minimize_not_reproduced"] == 1

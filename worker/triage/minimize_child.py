@@ -250,7 +250,7 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         if detail.startswith(DIED):
             oracle = copied
     if want == "ok" or (kind == "hang") != want.startswith("hang"):
-        return {"error": f"the original input does not reproduce here ({want})"}
+        return {"not_reproduced": f"the original input does not reproduce here ({want})"}
     gdb_key = ""
     if native and want.startswith("signal:"):  # the plain build: the frames come from gdb
         gdb_key = identity_from_detail(native_detail(target, data, input_mode)).key
@@ -282,6 +282,8 @@ def outcome_of(spec: MinimizeSpec, result: Mapping[str, Any], wall_s: float) -> 
     """The task's outcome from ``run_spec``'s result: the minimized input as its one candidate."""
     if "error" in result:
         return Outcome(ExitKind.ERROR, wall_s=wall_s, error=str(result["error"]))
+    if "not_reproduced" in result:  # the minimizer's answer, not its failure: no task error (a flaky finding)
+        return Outcome(ExitKind.OK, wall_s=wall_s, execs=1, stats={"not_reproduced": 1})
     status = ExitKind.HANG if spec.kind == "hang" else ExitKind.CRASH
     data = bytes.fromhex(result["data"])
     cand = Candidate(data, {}, status, 0, str(result.get("detail", "")))
