@@ -57,11 +57,13 @@ def test_generational_bound_is_honoured():
     from symfence.worker.native.tritondse_engine import TritonDseEngine
 
     engine = TritonDseEngine(str(built() / "record"), ROOMY)
-    full = engine.explore(b"SFRC" + bytes(28), 0)
+    seed = b"SFRC" + bytes(28)
+    full = engine.explore(seed, 0)
     assert full.candidates and all(c.bound is not None and c.bound >= 1 for c in full.candidates)
-    cut = max(c.bound for c in full.candidates)
-    later = engine.explore(b"SFRC" + bytes(28), cut)
-    assert all(c.bound > cut for c in later.candidates)
+    cut = max(c.bound for c in full.candidates if len(c.data) == len(seed))  # of the negations
+    later = engine.explore(seed, cut)
+    assert all(c.bound > cut for c in later.candidates if len(c.data) == len(seed))
+    assert all(c.bound >= cut for c in later.candidates)  # a grown input: past the parent's branches
     assert len(later.candidates) < len(full.candidates)
 
 
@@ -387,3 +389,35 @@ def test_an_emulation_cut_at_its_limit_is_judged_by_the_native_run(tmp_path):
     explored = engine.explore(b"ok", 0)  # the exploring run too (half of engine_timeout_s)
     assert explored.own.kind is RunKind.OK and explored.stats["branches"] >= 0
     assert engine.take_stats() == {"emulation_cut": 4} and engine.take_stats() == {"emulation_cut": 0}
+
+
+def test_an_input_the_program_reads_to_its_end_grows(tmp_path):
+    """Negated branches keep an input's length: from two bytes, a byte at offset 8 was never
+    reached (real libraries from short seeds ran out of work early). When the program read its
+    whole input, one candidate doubles it with zero bytes; the next task's branches reach them."""
+    from symfence.worker.native.tritondse_engine import GROW_MAX, TritonDseEngine
+
+    binary = compile_c(tmp_path, "grow", r'''
+#include <stdio.h>
+int main(void) {
+    char buf[64]; int n = 0, c;
+    while ((c = getchar()) != EOF && n < 64) buf[n++] = (char)c;
+    if (n > 8 && buf[8] == 'K' && buf[9] == '!') { int *p = 0; *p = 1; }
+    return n;
+}
+''')
+    engine = TritonDseEngine(str(binary), ROOMY)
+    data, bound, lengths = b"ab", 0, []
+    for _ in range(6):
+        run = engine.explore(data, bound)
+        lengths.append(len(data))
+        if run.own.kind is RunKind.CRASH:
+            break
+        solved = [c for c in run.candidates if len(c.data) == len(data)]
+        grown = [c for c in run.candidates if len(c.data) > len(data)]
+        pick = (solved or grown)[0]  # a solved branch first, else the grown input
+        data, bound = pick.data, pick.bound or 0
+    assert run.own.kind is RunKind.CRASH and data[8:10] == b"K!", (lengths, data)
+    assert lengths[:2] == [2, 10]  # at least 8 zero bytes added, then solved within that length
+    full = engine.explore(bytes(GROW_MAX), 0)  # never past GROW_MAX
+    assert all(len(c.data) <= GROW_MAX for c in full.candidates) and "grown" not in full.stats

@@ -12,6 +12,11 @@ and an emulation that runs long is no hang: the exploring run may emulate for ha
 candidate) for `REPLAY_FACTOR` times `exec_timeout_s`. A run cut there keeps the branches and
 edges emulated so far, and its verdict (ran fine, crashed or hung past `exec_timeout_s`) comes
 from running the binary natively on the input (`plain.run_plain`); `emulation_cut` counts them.
+
+Negating branches never changes an input's length, so a campaign from a few short seeds ran out
+of work (lz4's frame decoder at 8 s of a 60 s budget): when the emulated program read its whole
+input, one more candidate is the input followed by as many zero bytes again (at least
+`GROW_MIN`, up to `GROW_MAX` bytes in all), whose new bytes the next task's branches reach.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from symfence.worker.native.libc_models import MODELS
 from symfence.protocol.options import REPLAY_FACTOR
 from symfence.worker.concolic.replay import Verdict
 from symfence.worker.native.plain import run_plain
+
+GROW_MIN = 8  # zero bytes a grown candidate adds at least
+GROW_MAX = 4096  # no candidate is grown past this length
 
 # Imports TritonDSE need not model: weak hooks glibc's start-up code looks up and may never call.
 _HARMLESS_IMPORTS = frozenset({"__cxa_finalize", "__gmon_start__", "_ITM_deregisterTMCloneTable",
@@ -57,6 +65,12 @@ class _StoppedAt(logging.Handler):
 def _resident_pages() -> int:
     with open("/proc/self/statm", "rb") as fh:
         return int(fh.read().split()[1])
+
+
+def _read_all(se: Any, size: int) -> bool:
+    """Whether the emulated program read all of its `size`-byte input (stdin at its end)."""
+    fds = getattr(se.pstate, "_fd_table", {})
+    return any(d.is_input_fd() and d.offset >= size for d in fds.values())
 
 
 def edge_index(src: int, dst: int) -> int:
@@ -268,6 +282,12 @@ class TritonDseEngine:
                         stats["solver_timeout"] += 1
             prefix.append(pc.getTakenPredicate())
             index += 1
+        if len(data) < GROW_MAX and len(candidates) < self.options.max_candidates and _read_all(se, len(data)):
+            grown = data + bytes(min(max(len(data), GROW_MIN), GROW_MAX - len(data)))
+            if grown not in seen_data:  # its branches up to the old end are the parent's: negate past them
+                # (below max_branches: a bound at it is a confirmation's, not explored, runner.py)
+                candidates.append(GeneratedInput(grown, min(index, self.options.max_branches - 1)))
+                stats["grown"] = 1
         return EngineRun(tuple(candidates), own, solver_s, 1, stats)
 
     def close(self) -> None:
