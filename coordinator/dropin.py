@@ -9,7 +9,8 @@ The corpus folders' files (recursively, as libFuzzer reads them) are the seeds: 
 into ``OUT/seeds`` (the campaign reads one folder). The generated config is written to
 ``OUT/harness.toml`` and run as any config is; the harness's folder goes first on
 ``PYTHONPATH``, as ``python fuzz_x.py`` puts it first on ``sys.path``. Outputs go to
-``--out`` (default ``out/<harness name>``).
+``--out`` (default ``out/<harness name>``). A harness whose file name is no module name
+(``fuzz-parser.py``) is imported through a link named as one (``module_name``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -134,8 +136,6 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
     harness = Path(argv[1])
     if not harness.is_file():
         raise UsageError(f"{harness}: no such harness file")
-    if not harness.stem.isidentifier():
-        raise UsageError(f"{harness}: {harness.stem!r} is not a module name")
     try:
         source = harness.read_bytes()
     except OSError as exc:
@@ -144,7 +144,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
     # module without it, by name).
     entry = entry_point(source) or CONVENTION
     tables: dict[str, dict[str, Any]] = {"campaign": {"name": harness.stem,
-                                                      "targets": [f"{harness.stem}:{entry}"]}}
+                                                      "targets": [f"{module_name(harness)}:{entry}"]}}
     for (section, key), value in LIBFUZZER_DEFAULTS.items():
         tables.setdefault(section, {})[key] = value
     for name, value in flags.items():
@@ -206,6 +206,17 @@ def collect_seeds(corpora: list[Path], into: Path) -> int:
     return count
 
 
+def module_name(harness: Path) -> str:
+    """The module the campaign imports the harness as: its file's name, or for a name Python
+    cannot import (``fuzz-parser.py``, ``2fuzz.py``) that name made one (``fuzz_parser``), a link
+    to the file in ``OUT/harness/`` (``prepare``)."""
+    stem = harness.stem
+    if stem.isidentifier():
+        return stem
+    name = re.sub(r"\W", "_", stem)
+    return name if name.isidentifier() else f"_{name}"
+
+
 def prepare(argv: list[str]) -> tuple[argparse.Namespace, Path]:
     """Write the campaign's config and seeds; returns the options and the config's path."""
     args, tables, corpora = parse(argv)
@@ -220,6 +231,14 @@ def prepare(argv: list[str]) -> tuple[argparse.Namespace, Path]:
     folder = str(args.harness.resolve().parent)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if folder not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+        paths.insert(0, folder)
+    if (name := module_name(args.harness)) != args.harness.stem:
+        links = out / "harness"
+        links.mkdir(exist_ok=True)
+        link = links / f"{name}.py"
+        link.unlink(missing_ok=True)
+        link.symlink_to(args.harness.resolve())
+        paths.insert(0, str(links.resolve()))  # before the harness's folder, which it imports from
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     args.config, args.out = str(config), str(out)
     return args, config

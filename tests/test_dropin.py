@@ -175,3 +175,25 @@ def test_libfuzzer_only_calls_are_no_ops_in_a_plain_replay(tmp_path: Path) -> No
         sys.path.remove(str(tmp_path))
     assert crashed.verdict is Verdict.CRASHED and "RuntimeError: boom" in crashed.detail
     assert fine.verdict is Verdict.RAN_FINE
+
+
+def test_a_harness_named_no_module_name_is_imported_through_a_link(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python fuzz-parser.py` runs a file Python cannot import by that name: the campaign
+    imports it as `fuzz_parser` through a link in OUT/harness/ (refused before: "'fuzz-parser' is
+    not a module name"), with the harness's folder still on the path for what it imports."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    (tmp_path / "fuzz").mkdir()
+    (tmp_path / "fuzz" / "sibling.py").write_text("WORD = b'ok'\n")
+    (tmp_path / "fuzz" / "fuzz-parser.v2.py").write_text(
+        "import sibling\n\ndef TestOneInput(data):\n    assert data != sibling.WORD\n")
+    args, config = dropin.prepare(["run", "fuzz/fuzz-parser.v2.py"])
+    cfg = parse_config(tomllib.loads(config.read_text()))
+    assert cfg["campaign.targets"] == ["fuzz_parser_v2:TestOneInput"]
+    assert Path(args.out) == Path("out/fuzz-parser.v2")
+    code = "import fuzz_parser_v2 as h; h.TestOneInput(b'x'); h.TestOneInput(b'ok')"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+    assert run.returncode == 1 and "AssertionError" in run.stderr, run.stderr  # imported, sibling too
+    assert dropin.module_name(Path("2fuzz.py")) == "_2fuzz"
+    assert dropin.module_name(Path("fuzz_x.py")) == "fuzz_x"
