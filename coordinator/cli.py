@@ -66,8 +66,9 @@ def check_outdir(out: Path, resume: bool) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from symfence.coordinator.config import ConfigError, load
+    from symfence.coordinator.config import ConfigError, import_path, load
     from symfence.coordinator.preflight import CHECKED_ENV, PreflightError, preflight, targets_digest
+    from symfence.protocol.childenv import put_first_on_path
 
     interrupt.install()  # a Ctrl-C from here until mpiexec runs: one line, exit 130
     try:
@@ -75,6 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store_of_run(cfg, args)
     except ConfigError as exc:
         return fail(f"config error: {exc}")
+    put_first_on_path(import_path(cfg))  # for the start-up check and every rank mpiexec starts
     out = cfg.output_dir(args.out)
     problem = check_outdir(out, args.resume)
     if problem:

@@ -181,6 +181,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Check]]] = {
         "name": ("campaign", _str()),
         "executor": (DEFAULT_PYTHON_EXECUTOR, _str(MODES)),  # (the live registry: a new engine's mode too)
         "targets": ([], _str_list),  # synthetic: ["synthetic"]; Python executors: module:function
+        # Folders put first on the targets' import path by `symfence run` (every rank) and by the
+        # tools that replay a campaign's inputs (replay, status, ...): `import_path`.
+        "pythonpath": ([], _str_list),
         "seeds": ("", _str()),  # directory of seed files; "" = the executor's built-in seeds
         # Seeds journaled before the first dispatch; the rest while dispatch runs (seeding.py).
         # 0 = every seed before the first dispatch.
@@ -436,6 +439,11 @@ def exec_timeout_s(cfg: Config) -> float:
 
 # Where each executor_options key comes from in the config (for one-line errors).
 OPTION_KEYS = {"cov_include": "coverage.include", "instrument": "concolic.instrument"}
+
+
+def import_path(cfg: Config) -> list[str]:
+    """`campaign.pythonpath` as absolute folders (relative ones from the current directory)."""
+    return [str(Path(p).absolute()) for p in cfg["campaign.pythonpath"]]
 
 
 def load(path: str | Path) -> Config:

@@ -226,19 +226,16 @@ def prepare(argv: list[str]) -> tuple[argparse.Namespace, Path]:
     out.mkdir(parents=True, exist_ok=True)
     if corpora and collect_seeds(corpora, out / "seeds"):
         tables["campaign"]["seeds"] = str((out / "seeds").resolve())
-    config = out / "harness.toml"
-    config.write_text(render(tables))
-    folder = str(args.harness.resolve().parent)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if folder not in paths:
-        paths.insert(0, folder)
+    folders = [str(args.harness.resolve().parent)]  # as `python fuzz_x.py` puts it on sys.path
     if (name := module_name(args.harness)) != args.harness.stem:
         links = out / "harness"
         links.mkdir(exist_ok=True)
         link = links / f"{name}.py"
         link.unlink(missing_ok=True)
         link.symlink_to(args.harness.resolve())
-        paths.insert(0, str(links.resolve()))  # before the harness's folder, which it imports from
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+        folders.insert(0, str(links.resolve()))  # before the harness's folder, which it imports from
+    tables["campaign"]["pythonpath"] = folders  # the launch and the tools (replay, status) read it
+    config = out / "harness.toml"
+    config.write_text(render(tables))
     args.config, args.out = str(config), str(out)
     return args, config

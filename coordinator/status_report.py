@@ -25,6 +25,20 @@ class StatusError(Exception):
     """Why a status report cannot be made, as one line."""
 
 
+def _pythonpath(outdir: Path) -> list[str]:
+    """The campaign's `campaign.pythonpath` from its config snapshot (none if unreadable: the
+    report reads the journal; the snapshot only adds where the targets import from)."""
+    import json
+
+    from symfence.coordinator.config import ConfigError, import_path, parse
+    from symfence.coordinator.preflight import CONFIG_SNAPSHOT
+
+    try:
+        return import_path(parse(json.loads((outdir / CONFIG_SNAPSHOT).read_text())))
+    except (OSError, ValueError, ConfigError):
+        return []
+
+
 def render_status(outdir: Path) -> str:
     """The report as aligned `key : value` lines. Never writes to OUTDIR's journal."""
     outdir = Path(outdir)
@@ -39,7 +53,7 @@ def render_status(outdir: Path) -> str:
         raise StatusError(str(exc)) from None
     try:
         snap = journal.snapshot()
-        findings = unique_crashes(journal, outdir)
+        findings = unique_crashes(journal, outdir, _pythonpath(outdir))
     finally:
         journal.close()
 

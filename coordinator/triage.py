@@ -24,7 +24,7 @@ for the current rules' identity, which the minimizer computes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import structlog
 
@@ -225,18 +225,20 @@ class Triage:
 
 # -- `symfence status` ---------------------------------------------------------------------------
 
-def reproduce_command(target: str, path: str) -> str:
-    """One shell line that runs the plain target on a saved input."""
+def reproduce_command(target: str, path: str, pythonpath: Sequence[str] = ()) -> str:
+    """One shell line that runs the plain target on a saved input (`pythonpath`: the campaign's
+    `campaign.pythonpath`, where its targets import from)."""
     import shlex
 
     if ":" in target and "/" not in target.partition(":")[0]:
         module, _, fn = target.partition(":")
         code = f'import {module} as m; m.{fn}(open("{path}", "rb").read())'
-        return f"python -c {shlex.quote(code)}"
+        env = f"PYTHONPATH={shlex.quote(':'.join(pythonpath))} " if pythonpath else ""
+        return f"{env}python -c {shlex.quote(code)}"
     return f"{shlex.quote(target)} < {shlex.quote(path)}"
 
 
-def unique_crashes(journal: Any, out_root: Any) -> list[str]:
+def unique_crashes(journal: Any, out_root: Any, pythonpath: Sequence[str] = ()) -> list[str]:
     """`symfence status`'s unique-crash lines: identity, first found (campaign time, stage),
     original and minimized size, and the command that reproduces it."""
     from pathlib import Path
@@ -258,7 +260,7 @@ def unique_crashes(journal: Any, out_root: Any) -> list[str]:
         size = f"{len(f.data)} B" + (f" -> {len(min_data)} B minimized" if min_data is not None
                                      else ", not minimized yet")
         shown = mpath if mpath is not None and mpath.exists() else path
-        cmd = reproduce_command(f.target, str(shown)) if shown is not None \
+        cmd = reproduce_command(f.target, str(shown), pythonpath) if shown is not None \
             else "(file missing: --resume rewrites it)"
         lines.append(f"{kind} {f.finding_id:06d}  {ident}")
         by = f" by {stage}" if stage else ""

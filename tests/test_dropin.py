@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from symfence.coordinator import dropin
-from symfence.coordinator.config import SCHEMA
+from symfence.coordinator.config import SCHEMA, import_path
 from symfence.coordinator.config import parse as parse_config
 from symfence.coordinator.fuzzdict import DictionaryError, read_tokens
 from symfence.coordinator.preflight import PreflightError, check_dictionary
@@ -46,7 +47,7 @@ def test_flags_become_config_keys_and_corpora_the_seeds(harness: Path, tmp_path:
     assert args.ranks == 5 and args.no_status and Path(args.out) == Path("out/fuzz_x")
     seeds = Path(cfg["campaign.seeds"])
     assert sorted(p.read_bytes() for p in seeds.iterdir()) == [b"A", b"C"]
-    assert str(tmp_path / "fuzz") == __import__("os").environ["PYTHONPATH"].split(":")[0]
+    assert cfg["campaign.pythonpath"] == [str(tmp_path / "fuzz")]  # as `python fuzz/fuzz_x.py` has it
 
 
 def test_flags_of_what_libfuzzer_prints_are_taken_and_change_nothing(harness: Path) -> None:
@@ -192,8 +193,36 @@ def test_a_harness_named_no_module_name_is_imported_through_a_link(tmp_path: Pat
     cfg = parse_config(tomllib.loads(config.read_text()))
     assert cfg["campaign.targets"] == ["fuzz_parser_v2:TestOneInput"]
     assert Path(args.out) == Path("out/fuzz-parser.v2")
+    links = tmp_path / "out" / "fuzz-parser.v2" / "harness"
+    assert cfg["campaign.pythonpath"] == [str(links), str(tmp_path / "fuzz")]
     code = "import fuzz_parser_v2 as h; h.TestOneInput(b'x'); h.TestOneInput(b'ok')"
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(import_path(cfg))}  # what `symfence run` sets
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/",
+                         env=env)
     assert run.returncode == 1 and "AssertionError" in run.stderr, run.stderr  # imported, sibling too
     assert dropin.module_name(Path("2fuzz.py")) == "_2fuzz"
     assert dropin.module_name(Path("fuzz_x.py")) == "fuzz_x"
+
+
+def test_the_tools_import_a_campaigns_targets_from_its_pythonpath(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`symfence replay OUT` and `status` of a drop-in campaign work from any folder: they put its
+    `campaign.pythonpath` first, as the run did (before: `No module named 'fuzz_x'` unless run
+    from the harness's folder, and always for a harness imported through a link)."""
+    import json
+
+    from symfence.coordinator.triage import reproduce_command
+    from symfence.tools.campaign_dir import CampaignDir
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "campaign.json").write_text(json.dumps({"campaign": {"targets": ["fuzz_x:TestOneInput"],
+                                                                "pythonpath": [str(tmp_path / "fuzz")]}}))
+    CampaignDir.open(out)
+    assert sys.path[0] == str(tmp_path / "fuzz")
+    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "fuzz"), "/elsewhere"])
+    line = reproduce_command("fuzz_x:TestOneInput", "/o/crash", [str(tmp_path / "fuzz")])
+    assert line.startswith(f"PYTHONPATH={tmp_path / 'fuzz'} python -c ")
+    assert reproduce_command("fuzz_x:TestOneInput", "/o/crash").startswith("python -c ")

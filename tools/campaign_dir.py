@@ -16,11 +16,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from symfence.coordinator.config import Config, ConfigError, PYTHON_EXECUTORS, exec_timeout_s, parse
+from symfence.coordinator.config import (PYTHON_EXECUTORS, Config, ConfigError, exec_timeout_s, import_path,
+                                         parse)
 from symfence.coordinator.engines import TargetKind, target_of
 from symfence.coordinator.journal import JOURNAL_NAME, Journal, JournalError, JournalNotFoundError
 from symfence.coordinator.outputs import OutputDir
 from symfence.coordinator.preflight import CONFIG_SNAPSHOT
+from symfence.protocol.childenv import put_first_on_path
 
 _ID = re.compile(r"^id:(\d{6,})")
 FOLDERS = {"crash": "crashes", "hang": "hangs", "queue": "queue"}
@@ -72,6 +74,7 @@ class CampaignDir:
             cfg = parse(raw, snap)
         except ConfigError as exc:
             raise CampaignDirError(f"{snap}: {exc}") from None
+        put_first_on_path(import_path(cfg))  # the targets import here and in the replays as in the run
         return cls(root, cfg)
 
     # -- the campaign's settings -------------------------------------------------------------
