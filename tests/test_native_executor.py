@@ -119,13 +119,13 @@ int main(void) {
     with NativeExecutor() as ex:
         oom = run_task(ex, str(hog), b"M" * 16, opts)  # the input itself exhausts the engine
         assert oom.status is ExitKind.CRASH and oom.error.startswith("MemoryError: ")
-        assert "over mem_limit_mb=260" in oom.error and oom.stats["engine_oom"] == 1
+        assert "over mem_limit_mb=260" in oom.error and oom.stats["oom"] == 1
         assert finding_class("crash", oom.error) is FindingClass.OOM
         ok = run_task(ex, str(hog), b"x" * 16, opts)  # ... and the same child goes on
         assert ok.status is ExitKind.OK
         hogs = [c for c in ok.candidates if c.data[:1] == b"M"]  # a candidate that does: a finding
         assert hogs and all(c.kind is ExitKind.CRASH and c.detail.startswith("MemoryError: ") for c in hogs)
-        assert ok.stats["engine_oom"] == len(hogs)
+        assert ok.stats["oom"] == len(hogs)
 
 
 def test_symcc_adapter_against_the_contract_command(tmp_path):

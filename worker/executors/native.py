@@ -65,7 +65,7 @@ class NativeAdapter:
     def died(self, run: Running[NativeOptions], how: str, child: ChildProcess) -> Outcome:
         oom = any(sign in child.stderr_tail() for sign in _OOM_SIGNS)
         wall = time.monotonic() - run.started
-        stats = {"child_restarts": 1, "engine_oom": int(oom)}
+        stats = {"child_restarts": 1, "oom": int(oom)}
         if not oom:
             return Outcome(ExitKind.ERROR, candidates=tuple(run.candidates), wall_s=wall, execs=run.execs,
                            stats=stats, error=f"native child process {how} in its {run.phase.value} phase")

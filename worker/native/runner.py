@@ -131,7 +131,7 @@ class Runner:
             return Outcome(ExitKind.ERROR, error=f"native: {exc}")
         except MemoryError:
             return Outcome(ExitKind.CRASH, error=f"{OOM_MARK}: the engine child exceeded its "
-                           "memory limit on this input", stats={"engine_oom": 1})
+                           "memory limit on this input", stats={"oom": 1})
         except Exception:  # noqa: BLE001 - an engine bug is this task's ERROR, not our death
             return Outcome(ExitKind.ERROR, error=traceback.format_exc()[-4000:])
         finally:
@@ -185,7 +185,7 @@ class Runner:
             detail = f"{OOM_MARK}: {why}"
             return Outcome(ExitKind.CRASH, trace=traced(own.trace) if own else {}, error=detail,
                            wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0, execs=execs,
-                           stats={"engine_oom": 1})
+                           stats={"oom": 1})
         execs += run.execs
         if own is None:
             own = run.own
@@ -215,7 +215,7 @@ class Runner:
                        wall_s=time.monotonic() - t0, cpu_s=time.process_time() - c0,
                        solver_s=run.solver_s, execs=execs,
                        error=error,
-                       stats={**{k: int(v) for k, v in run.stats.items()}, **counted, "engine_oom": stats_oom})
+                       stats={**{k: int(v) for k, v in run.stats.items()}, **counted, "oom": stats_oom})
 
     def close(self) -> None:
         for part in (*self.engines.values(), *self.oracles.values()):
