@@ -168,8 +168,9 @@ def _coordinator_rank(args: argparse.Namespace, comm, peers=None) -> int:
 
 
 def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
-    from symfence.coordinator.config import ConfigError, load
+    from symfence.coordinator.config import ConfigError, import_path, load
     from symfence.coordinator.preflight import PreflightError, preflight
+    from symfence.protocol.childenv import put_first_on_path
 
     interrupt.check()
     try:
@@ -178,6 +179,7 @@ def _coordinate(args: argparse.Namespace, comm, peers=None) -> int:
     except ConfigError as exc:
         _stop_workers(comm)
         return fail(f"config error: {exc}")
+    put_first_on_path(import_path(cfg))  # (launched by mpirun directly; the workers get it in SETUP)
     out_path = cfg.output_dir(args.out)
     problem = check_outdir(out_path, args.resume)
     if problem:

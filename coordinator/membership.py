@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from symfence.coordinator.config import import_path
 from symfence.coordinator.effects import HostReport, Send
 from symfence.coordinator.inflight import Revocation
 from symfence.coordinator.members import MemberState
@@ -161,6 +162,7 @@ class MembershipMixin:
             "scratch_dir": self.cfg["workers.scratch_dir"],
             "epoch": self.minter.epoch.hex()[:16],
             "files": self.setup.get("files", []),
+            "pythonpath": import_path(self.cfg),  # first on the targets' import path (put_first_on_path)
             "faults": faults if faults["enabled"] else {},
             **self.limits.to_info(),  # the worker's sender fits its results to these (worker/sender.py)
             "world_size": self.world_size,

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import structlog
 
 from symfence.protocol.backoff import Backoff, crowded, spins_for_host
+from symfence.protocol.childenv import put_first_on_path
 from symfence.protocol.codec import RemoteProtocolError, decode_control, decode_work_frame, encode
 from symfence.protocol.coverage import CoverageMap, pack_trace
 from symfence.protocol.ids import DispatchToken, sha256_hex
@@ -97,6 +98,7 @@ class Worker:
             return 0
         log_path = self._log_path(setup)
         self.configure_log(log_path, self.rank)
+        put_first_on_path([str(p) for p in setup.get("pythonpath") or ()])  # before any target is imported
         self.limits = self.sender.limits = Limits.from_info(setup)
         self._check_host(setup, log_path)
         self.heartbeat_s = float(setup["heartbeat_s"])
