@@ -478,6 +478,7 @@ class Campaign(SeedingMixin, DurabilityMixin, ReportMixin):
             except Exception as exc:  # noqa: BLE001 - keep what is durable, report the first
                 self.fail(exc)
         self.status.close(self._snapshot())
+        self.stats.engine.finish()
         log.info("campaign.finished", reason=self.stop_reason, committed=self.stats.committed,
                  quarantined=self.stats.quarantine.total, crashes=self.stats.crashes,
                  conservation_holds=all(ok for _, ok in self.stats.conservation(len(self.inflight))))

@@ -3,8 +3,8 @@
 Every committed result's ``stats`` map is added up here: branches, concretisations by kind,
 solver queries (sat/unsat/unknown), divergences, false findings, ... . ``fuzzer_stats`` gets
 one ``engine_<counter>`` line each, ``plot_data`` three columns. A target whose first
-``WARN_AFTER`` results recorded no symbolic branch at all gets one ``target.no_symbolic_branches``
-warning naming where the input most likely left Python (the ``left_via.<function>``
+``WARN_AFTER`` results (or all of its results, at the campaign's end) recorded no symbolic branch
+at all gets one ``target.no_symbolic_branches`` warning naming where the input most likely left Python (the ``left_via.<function>``
 counter the engine sends, see ``worker/concolic/diagnose.py``). A target whose library failed to
 load rewritten (the engine then sees only the harness) gets one ``engine.library_not_instrumented``
 warning naming the packages and the exception (the ``not_instrumented.<why>`` counter).
@@ -22,7 +22,9 @@ from symfence.protocol.rules import LEFT_VIA, NOT_INSTRUMENTED
 
 log = structlog.get_logger()
 
-WARN_AFTER = 1  # results of a target without any symbolic branch before it is warned about
+# Results of a target, none with a symbolic branch, before it is warned about: the seed's run
+# alone (one zero byte) decided before, and rarfile's campaign ended with 6,868 branches.
+WARN_AFTER = 5
 MAX_KEYS = 512  # distinct counter names kept (kinds are open-ended); the rest add up in "other"
 PREFIX = "engine_"
 ALWAYS = ("branches", "queries", "sat", "unsat")  # every engine's
@@ -30,6 +32,19 @@ ALWAYS = ("branches", "queries", "sat", "unsat")  # every engine's
 # a native campaign, whose engines compute none of them (a row of zeros there read as "none").
 PYTHON_ALWAYS = ("implicit_branches", "concretisations", "unknown", "divergences", "false_findings")
 PLOT_COLUMNS = ("engine_branches", "engine_concretisations", "engine_false_findings")
+
+
+def _hint(exit_via: str) -> str:
+    """What `target.no_symbolic_branches` tells the user, by how the input left the engine's view."""
+    if exit_via == "input_unused":
+        return ("no run branched on the input: the target returned before using it, or used it only in "
+                "ways the engine does not follow (the fuzz stage is not affected)")
+    if exit_via.startswith("c_"):
+        return (f"the input goes into the C function {exit_via[2:]} before any branch on it: if a Python "
+                "module of yours calls it, list that module under [concolic] instrument, or have the "
+                "target parse the input in Python first")
+    return (f"the engine does not follow {exit_via} on the input (it makes the input plain there), so "
+            "no branch after it is negated; the fuzz stage is not affected")
 
 
 @dataclass
@@ -77,13 +92,21 @@ class EngineCounters:
             if key.startswith(LEFT_VIA):
                 exits[key[len(LEFT_VIA):]] += value
         if self._silent[target] >= WARN_AFTER:
-            self._warned.add(target)
-            exit_via = exits.most_common(1)[0][0] if exits else "unknown"
-            log.warning("target.no_symbolic_branches", target=target, results=self._silent[target],
-                        left_via=exit_via,
-                        hint=("the input leaves Python through this function before any branch on it; "
-                              "list the module that calls it under [concolic] instrument, or wrap the "
-                              "target so it parses the input in Python first"))
+            self._warn_silent(target)
+
+    def finish(self) -> None:
+        """The campaign ended: a target whose results (fewer than WARN_AFTER) all had no branch is
+        warned about now."""
+        for target in sorted(self._silent):
+            if target not in self._warned:
+                self._warn_silent(target)
+
+    def _warn_silent(self, target: str) -> None:
+        self._warned.add(target)
+        exits = self._exits.get(target) or Counter()
+        exit_via = exits.most_common(1)[0][0] if exits else "unknown"
+        log.warning("target.no_symbolic_branches", target=target, results=self._silent[target],
+                    left_via=exit_via, hint=_hint(exit_via))
 
     def items(self) -> list[tuple[str, object]]:
         """``fuzzer_stats`` rows, sorted by name (the main ones even at 0, once the engine reported)."""

@@ -316,3 +316,26 @@ def test_a_c_function_kept_in_a_class_is_not_made_a_method(make_target) -> None:
     assert outcome.status is ExitKind.OK, outcome.error
     assert outcome.stats.get("false_findings", 0) == 0 and not outcome.candidates
     assert outcome.stats["concretised_c_re.Pattern.sub"] >= 1  # still counted
+
+
+def test_bytes_of_symbolic_bytes_stays_symbolic(make_target) -> None:
+    """``bytes(x)`` of the input, a view of it or a slice (asn1 wraps every read in it) keeps the
+    items, as ``bytes(b)`` of plain bytes is ``b``; ``bytes(text, "ascii")`` encodes symbolically;
+    ``bytearray(x)`` is still a plain copy, and now says so (``concretised_bytearray.copy``)."""
+    target = make_target("""
+        import io
+
+        def target(data):
+            head = bytes(io.BytesIO(data).read(2))
+            tail = bytes(memoryview(data)[2:4])
+            word = bytes(data[4:6].decode("latin-1"), "latin-1")
+            mutable = bytearray(data[6:7])
+            if head == b"AS" and tail == b"N1" and word == b"OK" and bytes(head) is head:
+                raise RuntimeError("through bytes()")
+            return mutable
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=40, seed=b"\x00" * 8)
+    assert totals["false_findings"] == 0
+    assert any("through bytes()" in f.detail for f in findings), dict(totals)
+    assert totals["concretised_bytearray.copy"] >= 1, dict(totals)
+    assert not totals.get("concretised_bytes.convert"), dict(totals)

@@ -22,3 +22,31 @@ def test_a_native_campaign_shows_only_the_counters_its_engine_computes() -> None
     rows = dict(python.items())
     assert rows["engine_false_findings"] == 0 and rows["engine_divergences"] == 0 and rows["engine_sat"] == 0
     assert EngineCounters().items() == []  # no engine result yet: no rows
+
+
+def test_no_branch_warning_waits_for_several_results_or_the_end() -> None:
+    """One branchless result (the seed's run of one zero byte) no longer decides: rarfile was
+    warned about and ended with 6,868 branches. A target warned at the end names how the input
+    left: a C function, an operation the engine does not follow, or no use at all."""
+    import structlog.testing
+
+    from symfence.coordinator.engine_report import WARN_AFTER
+
+    silent = {"branches": 0, "left_via.c_zlib.decompress": 1}
+    with structlog.testing.capture_logs() as logs:
+        counters = EngineCounters()
+        for _ in range(WARN_AFTER - 1):
+            counters.add("late:target", silent)
+        counters.add("late:target", {"branches": 12})  # it branches after all: never warned
+        for _ in range(WARN_AFTER - 1):
+            counters.add("c:target", silent)
+        counters.add("op:target", {"branches": 0, "left_via.bytes.find": 1})
+        assert not [e for e in logs if e["event"] == "target.no_symbolic_branches"]
+        counters.add("c:target", silent)  # the WARN_AFTER-th
+        counters.finish()  # the end: op:target had one result only
+        counters.finish()
+    warned = {e["target"]: e for e in logs if e["event"] == "target.no_symbolic_branches"}
+    assert sorted(warned) == ["c:target", "op:target"]
+    assert warned["c:target"]["left_via"] == "c_zlib.decompress" and "C function zlib.decompress" in warned[
+        "c:target"]["hint"]
+    assert "does not follow bytes.find" in warned["op:target"]["hint"] and warned["op:target"]["results"] == 1

@@ -462,3 +462,21 @@ def test_campaign_saves_one_hang_per_loop(tmp_path):
     assert any(",sig:timeout-triage_targets._spin-" in n for n in hangs), hangs
     assert any(",sig:timeout-triage_targets._stall-" in n for n in hangs), hangs
     assert int(run.stats().get("triage_rejected_known_hang", 0)) >= 3, run.stats()
+
+
+def test_a_hang_inside_a_try_is_reported_at_the_call_that_hangs():
+    """The stack of a hang names each frame's line where the sample found it, not the line
+    reading it after the time-out unwound (the ``except`` that caught it: bitstring's hang was
+    reported at the harness's ``except`` line); the replay's own script is no frame of it."""
+    from symfence.worker.triage.minimize_child import python_oracle
+
+    source = Path(triage_targets.__file__).read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if "GUARDED_HANG_LINE" in text)
+    verdict, detail = _plain("guarded_hang_target", b"x", timeout_s=0.3)
+    assert verdict is Verdict.HUNG, detail
+    stack = detail.split(HANG_STACK_MARK, 1)[1]
+    assert f"line {line}, in guarded_hang_target" in stack and "except ValueError" not in stack, stack
+    assert "<string>" not in stack, stack
+    run = python_oracle(f"{MOD}:guarded_hang_target", 0.2, code_under_test(f"{MOD}:guarded_hang_target"))
+    outcome, minimized = run(b"x")
+    assert outcome.startswith("hang ") and f"line {line}, in guarded_hang_target" in minimized, minimized

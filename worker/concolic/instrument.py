@@ -42,7 +42,8 @@ from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.concolic.importhook import Rewritten, instrumented_builtins
-from symfence.worker.concolic.models import sym_class, sym_from_bytes, sym_int, sym_truth, sym_type
+from symfence.worker.concolic.models import (sym_bytearray, sym_bytes, sym_class, sym_from_bytes, sym_int, sym_truth,
+                                             sym_type)
 from symfence.worker.concolic.equality import sym_eq, sym_ne
 from symfence.worker.concolic.symview import sym_memoryview
 from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem, sym_join_call, sym_method
@@ -51,7 +52,8 @@ from symfence.worker.engine_api import TargetLoadError
 Target = Callable[[bytes], object]
 
 _FROM_BYTES = "__symfence_from_bytes__"
-_CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__", "memoryview": "__symfence_memoryview__"}
+_CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__", "memoryview": "__symfence_memoryview__",
+                  "bytes": "__symfence_bytes__", "bytearray": "__symfence_bytearray__"}
 _IN = "__symfence_in__"
 _GETITEM = "__symfence_getitem__"
 _TRUTH = "__symfence_truth__"
@@ -64,7 +66,8 @@ _CLASS = "__symfence_class__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
            _TRUTH: sym_truth, _GET: sym_get, _METHOD: sym_method, _JOIN: sym_join_call,
-           _EQ: sym_eq, _NE: sym_ne, _CLASS: sym_class, "__symfence_memoryview__": sym_memoryview}
+           _EQ: sym_eq, _NE: sym_ne, _CLASS: sym_class, "__symfence_memoryview__": sym_memoryview,
+           "__symfence_bytes__": sym_bytes, "__symfence_bytearray__": sym_bytearray}
 _LOOKUPS = ("get", "setdefault")
 _METHODS = (*_LOOKUPS, "join")  # taken as values: sym_method
 

@@ -128,6 +128,31 @@ def sym_type(*args: Any) -> Any:
     return type(*args)
 
 
+def sym_bytes(*args: Any, **kwargs: Any) -> Any:
+    """``bytes(...)`` in rewritten code: of symbolic bytes (a view, a ``bytes`` subclass) the same
+    items, as ``bytes(b)`` of plain bytes is ``b`` itself; ``bytes(text, encoding)`` of a SymStr
+    its ``encode``. ``bytes(self._stream.read(n))`` (asn1, on every field) made the input plain:
+    10 engine branches where 1,068 were there to find."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], SymBytes):
+        data = args[0]
+        if type(data) is SymBytes:
+            return data
+        copy = SymBytes(data._plain(), list(data._items), data._len, data._open)
+        copy._base = data._base
+        return copy
+    if args and isinstance(args[0], SymStr) and (len(args) > 1 or kwargs):
+        return args[0].encode(*args[1:], **kwargs)
+    return bytes(*args, **kwargs)
+
+
+def sym_bytearray(*args: Any, **kwargs: Any) -> Any:
+    """``bytearray(...)``: a plain, mutable copy (no symbolic bytearray yet), counted when the
+    bytes were symbolic, so the engine's report names where the input went plain."""
+    if args and isinstance(args[0], (SymBytes, SymStr)):
+        note_concretised("bytearray.copy")
+    return bytearray(*args, **kwargs)
+
+
 _DIGITS = {10: [(0x30, 0x39)],
            16: [(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
            8: [(0x30, 0x37)], 2: [(0x30, 0x31)]}
@@ -151,7 +176,7 @@ def _int_of_text(text: _Seq, base: int, frame: Any, args: tuple, kwargs: dict) -
     ranges = _DIGITS.get(base)
     if ranges is None or not items or not any(isinstance(x, SymInt) for x in items):
         if any(isinstance(x, SymInt) for x in items):
-            note_concretised("int(str)")
+            note_concretised("int.parse")
         return value
     digits, sign = items, 1
     first = value_of(items[0])
@@ -161,7 +186,7 @@ def _int_of_text(text: _Seq, base: int, frame: Any, args: tuple, kwargs: dict) -
             rec.assume(items[0].term() == first, items[0].deps)
         digits, sign = items[1:], (-1 if first == 0x2D else 1)
     if not digits or any(not any(lo <= value_of(x) <= hi for lo, hi in ranges) for x in digits):
-        note_concretised("int(str)")  # whitespace, underscores, prefixes: not modelled
+        note_concretised("int.parse")  # whitespace, underscores, prefixes: not modelled
         return value
     symbolic = False
     for x in digits:  # each digit stays a digit on this path (negated: the ValueError path)

@@ -28,15 +28,15 @@ from dataclasses import dataclass
 
 from symfence.protocol.childenv import child_env
 from symfence.protocol.pycrash import HANG_STACK_MARK, compact_traceback
+from symfence.worker.hangstack import HANG_SAMPLES
 
 _DETAIL_CHARS = 8000  # of a hang's or a killed child's report
-HANG_SAMPLES = 5  # stacks sampled 20 ms apart after the deadline: a hang's identity is what stays active
 
 _OK, _CRASH, _HANG, _LOAD = 0, 10, 11, 12
 
 _CHILD = r"""
 import importlib, signal, sys, traceback
-spec, timeout, MARK, SAMPLES = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+spec, timeout, SAMPLES = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 data = sys.stdin.buffer.read()
 module_name, _, function_name = spec.partition(":")
 from symfence.worker.atheris_compat import plain  # (sys.path is the parent's: PYTHONPATH)
@@ -52,16 +52,11 @@ import faulthandler
 faulthandler.enable()  # killed by a signal (C extension code): the Python stack on stderr
 class Timeout(BaseException):
     pass
-samples = []  # the stacks (frame objects, outermost first) sampled after the deadline
+from symfence.worker.hangstack import HangSampler
+sampler = HangSampler(SAMPLES, skip_file="<string>")  # the stacks sampled after the deadline
 def alarm(signum, frame):
-    if len(samples) < SAMPLES and frame is not None:
-        stack = []
-        while frame is not None:
-            stack.append(frame)
-            frame = frame.f_back
-        samples.append(stack[::-1])
-        return
-    raise Timeout()
+    if not sampler.sample(frame):
+        raise Timeout()
 signal.signal(signal.SIGALRM, alarm)
 signal.setitimer(signal.ITIMER_REAL, timeout, 0.02)
 faulthandler.dump_traceback_later(timeout + 1.0, exit=True)  # stuck in C code: its stack, then exit
@@ -70,13 +65,7 @@ try:
 except Timeout:
     signal.setitimer(signal.ITIMER_REAL, 0)
     faulthandler.cancel_dump_traceback_later()
-    active = []  # the frames active at every sample (the same activation), outermost first
-    for level in zip(*samples):
-        if any(f is not level[0] for f in level):
-            break
-        active.append(level[0])
-    summary = traceback.StackSummary.extract((f, f.f_lineno) for f in active)
-    sys.stderr.write(MARK + "\n" + "".join(summary.format()))
+    sys.stderr.write(sampler.report())
     sys.stderr.flush()
     sys.exit(11)
 except BaseException:
@@ -114,7 +103,7 @@ def replay_plain(target: str, data: bytes, timeout_s: float, *, python: str | No
     env.pop("PYTHONSTARTUP", None)
     try:
         proc = subprocess.run([python or sys.executable, "-c", _CHILD, target, repr(float(timeout_s)),
-                               HANG_STACK_MARK, str(HANG_SAMPLES)],
+                               str(HANG_SAMPLES)],
                               input=data, capture_output=True, env=env,
                               timeout=timeout_s + 30.0, start_new_session=True)
     except subprocess.TimeoutExpired:

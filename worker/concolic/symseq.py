@@ -79,7 +79,7 @@ class SymBytes(_Scans, bytes):
         return bytes, (self._plain(),)
 
     def __bytes__(self) -> bytes:
-        note_concretised("bytes()")
+        note_concretised("bytes.convert")
         return self._plain()
 
     def __hash__(self) -> int:
@@ -105,7 +105,7 @@ class SymBytes(_Scans, bytes):
                 return self._same_units(SymStr(text, list(self._items), self._len, self._open))
             if name == "utf-8" and errors == "strict":
                 return self._decode_utf8(text)
-        note_concretised(f"bytes.decode:{name}")
+        note_concretised(f"bytes.decode.{name}".replace("-", "_"))
         return text
 
     def _same_units(self, other: Any) -> Any:
@@ -225,7 +225,7 @@ class SymStr(_Scans, str):
             result = SymBytes(plain, list(self._items), self._len, self._open)
             result._base = self._base
             return result
-        note_concretised(f"str.encode:{name}")
+        note_concretised(f"str.encode.{name}".replace("-", "_"))
         return plain
 
 

@@ -32,11 +32,12 @@ from typing import Any
 from symfence.protocol.execpath import runnable
 from symfence.worker import atheris_compat
 from symfence.protocol.crashid import identity_from_detail
-from symfence.protocol.pycrash import HANG_STACK_MARK, code_under_test, identity_from_hang, identity_from_python_exception
+from symfence.protocol.pycrash import code_under_test, identity_from_hang, identity_from_python_exception
 from symfence.worker.childproc import describe_exit
 from symfence.worker.childserve import Events
 from symfence.worker.childwire import RunTask
 from symfence.worker.engine_api import Candidate, ExitKind, Outcome, Phase, Task
+from symfence.worker.hangstack import HangSampler
 from symfence.worker.memory_limit import apply_memory_limit, limit_of
 from symfence.worker.triage.ddmin import minimize
 from symfence.worker.triage.symbolize import is_sanitized, native_detail, run_once
@@ -77,31 +78,12 @@ class _Timeout(BaseException):
     pass
 
 
-HANG_SAMPLES = 5  # as the plain replay (worker/concolic/replay.py): the frames active at every sample
-_samples: list[list[Any]] = []
+_sampler = HangSampler()  # as the plain replay (worker/concolic/replay.py): the frames active at every sample
 
 
 def _on_vtalrm(signum: int, frame: Any) -> None:
-    if len(_samples) < HANG_SAMPLES and frame is not None:
-        stack = []
-        while frame is not None:
-            stack.append(frame)
-            frame = frame.f_back
-        _samples.append(stack[::-1])
-        return
-    raise _Timeout()
-
-
-def _hang_stack() -> str:
-    """The frames active at every sample past the deadline, under HANG_STACK_MARK."""
-    active = []
-    for level in zip(*_samples):
-        if any(f is not level[0] for f in level):
-            break
-        active.append(level[0])
-    _samples.clear()
-    summary = traceback.StackSummary.extract((f, f.f_lineno) for f in active)
-    return HANG_STACK_MARK + "\n" + "".join(summary.format())
+    if not _sampler.sample(frame):
+        raise _Timeout()
 
 
 def python_oracle(target: str, exec_timeout_s: float,
@@ -114,13 +96,13 @@ def python_oracle(target: str, exec_timeout_s: float,
     signal.signal(signal.SIGVTALRM, _on_vtalrm)
 
     def run(data: bytes) -> tuple[str, str]:
-        _samples.clear()
+        _sampler.samples.clear()
         signal.setitimer(signal.ITIMER_VIRTUAL, exec_timeout_s, 0.02)
         try:
             fn(data)
         except _Timeout:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-            detail = f"execution exceeded {exec_timeout_s:g} s of CPU time\n{_hang_stack()}"
+            detail = f"execution exceeded {exec_timeout_s:g} s of CPU time\n{_sampler.report()}"
             ident = identity_from_hang(detail, target, under_test)
             return ("hang " + ident.key if ident.has_frames else "hang"), detail
         except BaseException as exc:  # noqa: BLE001 - what the target raises is the crash
