@@ -339,3 +339,21 @@ def test_bytes_of_symbolic_bytes_stays_symbolic(make_target) -> None:
     assert any("through bytes()" in f.detail for f in findings), dict(totals)
     assert totals["concretised_bytearray.copy"] >= 1, dict(totals)
     assert not totals.get("concretised_bytes.convert"), dict(totals)
+
+
+def test_builtins_imported_by_name_are_still_the_modelled_builtins(make_target) -> None:
+    """``from builtins import bytes, int`` (Python 2 and 3 libraries: asn1) binds the builtins
+    themselves: their calls are rewritten as anywhere else (taken for the module's own names,
+    every ``bytes(...)`` of the input made it plain). A builtin imported under another name, or
+    a name the module defines, is still left alone."""
+    target = make_target("""
+        from builtins import bytes, int
+        from builtins import bytes as raw
+
+        def target(data):
+            if bytes(data[:2]) == b"PY" and int(data[2]) == 0x23 and raw(data[:1]) == b"P":
+                raise RuntimeError("through from builtins import")
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=60, seed=b"\x00" * 4)
+    assert totals["false_findings"] == 0
+    assert any("through from builtins import" in f.detail for f in findings), dict(totals)

@@ -88,7 +88,9 @@ LATE_PLAIN: list[str] = []
 
 
 def _bound_names(tree: ast.AST) -> set[str]:
-    """Every name the module binds anywhere (assignments, defs, parameters, imports)."""
+    """Every name the module binds anywhere (assignments, defs, parameters, imports), but the
+    builtins a module imports under their own names (``from builtins import bytes, int``: a
+    Python 2 and 3 library's, asn1's; they are the builtins, and their calls are rewritten)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -97,8 +99,10 @@ def _bound_names(tree: ast.AST) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, ast.alias):
-            names.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            own = isinstance(node, ast.ImportFrom) and node.module == "builtins" and not node.level
+            names.update(a.asname or a.name.split(".")[0] for a in node.names
+                         if not (own and a.asname in (None, a.name)))
     return names
 
 
