@@ -56,6 +56,7 @@ class EngineCounters:
     _exits: dict[str, Counter[str]] = field(default_factory=dict)
     _warned: set[str] = field(default_factory=set)
     _warned_library: set[str] = field(default_factory=set)
+    _warned_length: set[str] = field(default_factory=set)
 
     def add(self, target: str, stats: Mapping[str, int], work_id: str = "") -> None:
         if stats.get("false_findings", 0) > 0:
@@ -81,6 +82,11 @@ class EngineCounters:
                             hint=("the library the harness imports failed to import with the engine's "
                                   "rewrite, so the engine follows the input through the harness only "
                                   "(the fuzz stage is not affected); a bug in symfence: please report it"))
+        if stats.get("beyond_max_input_len") and target not in self._warned_length:
+            self._warned_length.add(target)
+            log.warning("engine.input_limit_reached", target=target,
+                        hint=("a branch can be taken only by an input longer than concolic.options."
+                              "max_input_len: raise it to let the engine grow inputs that far"))
         if target in self._warned or "branches" not in stats:
             return  # not an engine result (synthetic executor, errors) or already warned
         if stats.get("branches", 0) > 0:

@@ -50,3 +50,34 @@ def test_no_branch_warning_waits_for_several_results_or_the_end() -> None:
     assert warned["c:target"]["left_via"] == "c_zlib.decompress" and "C function zlib.decompress" in warned[
         "c:target"]["hint"]
     assert "does not follow bytes.find" in warned["op:target"]["hint"] and warned["op:target"]["results"] == 1
+
+
+def test_an_engine_that_needs_longer_inputs_than_its_limit_says_so(tmp_path, monkeypatch) -> None:
+    """A branch only an input past `max_input_len` takes was an unsat query and nothing else
+    (pycdlib's volume descriptors start at 32 KiB): counted `beyond_max_input_len`, and the
+    coordinator warns once per target (`engine.input_limit_reached`)."""
+    import textwrap
+
+    import structlog.testing
+
+    from symfence.worker.concolic.engine import ConcolicEngine
+    from symfence.worker.executors.base import ExitKind, Task
+
+    (tmp_path / "sf_far_target.py").write_text(textwrap.dedent("""
+        def target(data):
+            if len(data) > 20 and data[20] == 0x41:
+                raise ValueError("far")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    short = ConcolicEngine().run_task(Task("t", "w-far", b"\x00" * 4, "sf_far_target:target", 0,
+                                           {"max_input_len": 16}))
+    assert short.status is ExitKind.OK and short.stats.get("beyond_max_input_len", 0) >= 1, short.stats
+    assert not any(len(c.data) > 16 for c in short.candidates)
+    roomy = ConcolicEngine().run_task(Task("t", "w-far2", b"\x00" * 4, "sf_far_target:target", 0,
+                                           {"max_input_len": 64}))
+    assert not roomy.stats.get("beyond_max_input_len") and any(len(c.data) > 20 for c in roomy.candidates)
+    with structlog.testing.capture_logs() as logs:
+        counters = EngineCounters()
+        counters.add("sf_far_target:target", short.stats)
+        counters.add("sf_far_target:target", short.stats)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["engine.input_limit_reached"]

@@ -441,6 +441,12 @@ class _Search:
             # the path up to the comparison is mostly the parent's (the piece scans longer)
             self._report(child, min(task.bound, position))
 
+    def _beyond_limit(self, solver: z3.Solver, result: z3.CheckSatResult, length: z3.ArithRef, limit: int) -> None:
+        """A branch with no input up to `max_input_len` (unsat): count it if a longer one would
+        take it (pycdlib's descriptors start at 32 KiB: 8 such queries and no word about why)."""
+        if result == z3.unsat and self._check(solver, [length > limit])[0] == z3.sat:
+            self.stats["beyond_max_input_len"] += 1
+
     def _check(self, solver: z3.Solver, extra: list[z3.BoolRef], counters: str = "",
                ) -> tuple[z3.CheckSatResult, z3.ModelRef | None]:
         """One query (the solver's constraints plus ``extra``): result and model if sat.
@@ -531,6 +537,7 @@ class _Search:
                 width = min_length - n
                 result, model = self._check(solver, [length <= limit])
                 if model is None:
+                    self._beyond_limit(solver, result, length, limit)
                     return result, None, n
             while True:
                 low, high = max(0, n - width), min(limit, n + width)
@@ -538,6 +545,8 @@ class _Search:
                 if model is not None or result == z3.unknown or (low == 0 and high == limit):
                     break
                 width = max(1, width * 4)
+            if model is None:
+                self._beyond_limit(solver, result, length, limit)
             if model is not None:
                 new_length = model.eval(length, model_completion=True).as_long()
                 if new_length != n:
