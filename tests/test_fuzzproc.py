@@ -497,3 +497,30 @@ def test_an_execution_slow_from_the_modules_it_imports_first_is_no_hang(tmp_path
     finally:
         ex.close()
     assert [c.data[:1] for c in candidates] == [b"H"], [(c.data, c.detail) for c in candidates]
+
+
+def test_a_first_start_ended_early_answers_and_goes_on_importing_at_the_next_turn(tmp_path):
+    """The worker ends a first turn whose process is still importing (an engine task waits):
+    it answers within about a second, with no execution, instead of once the import is done
+    (soupsieve's harness with instrument_all() took 20 s, and the engine waited on both
+    workers); the next turns resume the same process, which then fuzzes."""
+    slow = "tests.fuzzproc_slow_start:TestOneInput"
+    ex = FuzzExecutor(workdir=str(tmp_path))
+    try:
+        ex.start(Task("t" * 64, "w" * 64, pack_spec(SliceSpec((), ())), slow, 1,
+                      {"slice_s": 600.0, "exec_timeout_s": 0.5}))
+        assert ex.wait(0.3) is None
+        asked = time.monotonic()
+        assert ex.end_turn()
+        while (outcome := ex.wait(0.05)) is None:
+            assert time.monotonic() - asked < 3.0, "the first start was not ended early"
+        assert outcome.status is ExitKind.OK and outcome.execs == 0, outcome
+        pid = _pid(ex)
+        execs = 0
+        for _ in range(60):  # 2 s turns until the import is done (4 s of CPU, more on a loaded machine)
+            execs = _turn(ex, target=slow).execs
+            if execs:
+                break
+        assert execs > 0 and _pid(ex) == pid  # the same process, never restarted
+    finally:
+        ex.close()

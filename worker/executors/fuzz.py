@@ -7,8 +7,9 @@ entries and dictionary tokens this worker does not have yet for that target. The
 entries into the process's corpus folder (libFuzzer's first folder: with ``-reload`` it reads and
 runs them while it fuzzes; their mtimes are stepped so that its whole-second "newer than my last
 read" test cannot skip them), lets the process run (SIGCONT) for ``slice_s`` seconds of wall
-time (start-up included; the first turn lasts until the first execution, a restarted process
-still importing at the end of a turn goes on at the next), then stops it
+time (start-up included; the first turn lasts until the first execution unless the worker ends
+it for a waiting task, and a process still importing at the end of a turn goes on at the next),
+then stops it
 (SIGSTOP: the core is the engine's until the next turn) and answers with what the process did
 meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG with their
 traceback) and its executions. An aborted turn only stops the process: what it found is in the
@@ -266,7 +267,11 @@ class FuzzExecutor:
                 live.parent_killed = True
                 live.proc.kill_group()  # ends as a process that never ran an input
                 continue
-            first_start = live.entered_at is None and live.runs == 1  # its first answer says if it runs
+            # A first start answers once it runs an input (its answer says if it runs), unless the
+            # worker ends the turn for a task waiting behind it: a harness whose process takes 20 s
+            # to import and instrument (soupsieve with instrument_all()) left the engine idle
+            # that long on both workers. It goes on importing at the next turn.
+            first_start = live.entered_at is None and live.runs == 1 and not turn.cut
             if now >= turn.ends_at and not first_start:
                 return self._answer(turn)  # (a restart still starting goes on at the next turn)
             if now >= deadline:
@@ -275,8 +280,8 @@ class FuzzExecutor:
 
     def end_turn(self) -> bool:
         """The turn answers soon with what it did so far (engine_api.Turns): once it has run
-        `_CUT_AFTER_S` (a process on its first start: once it runs its first input). The
-        process stops between turns as after any answer, so nothing it found is lost."""
+        `_CUT_AFTER_S`, a process on its first start too (it goes on importing at the next
+        turn). The process stops between turns as after any answer, so nothing it found is lost."""
         turn = self._turn
         if turn is None or self._ready is not None:
             return False
