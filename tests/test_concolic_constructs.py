@@ -357,3 +357,29 @@ def test_builtins_imported_by_name_are_still_the_modelled_builtins(make_target) 
     findings, totals, _ = search(target, {}, max_tasks=60, seed=b"\x00" * 4)
     assert totals["false_findings"] == 0
     assert any("through from builtins import" in f.detail for f in findings), dict(totals)
+
+
+def test_an_enum_made_from_a_symbolic_value_is_a_lookup_the_search_can_steer(make_target) -> None:
+    """``Kind(data[0])`` of an ``IntEnum`` (a header's type byte, construct's ``EnumInteger``)
+    went through enum's dict in C: ``concretised_hash``, and the member it picked was fixed. Now
+    the membership and the member are branches: the search reaches the member behind them."""
+    target = make_target("""
+        import enum
+
+        class Kind(enum.IntEnum):
+            A = 1
+            B = 7
+            C = 200
+
+        def target(data):
+            try:
+                kind = Kind(data[0])
+            except ValueError:
+                return
+            if kind is Kind.C and data[1] == 0x42:
+                raise RuntimeError("through the enum")
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=40, seed=b"\x00\x00")
+    assert totals["false_findings"] == 0
+    assert any("through the enum" in f.detail for f in findings), dict(totals)
+    assert not totals.get("concretised_hash"), dict(totals)

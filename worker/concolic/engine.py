@@ -40,7 +40,7 @@ from typing import Mapping, Protocol
 
 import z3
 
-from symfence.worker.concolic import cut
+from symfence.worker.concolic import cut, enums
 from symfence.worker.concolic.dictionary import comparison_constants
 from symfence.protocol.rules import LEFT_VIA, NOT_INSTRUMENTED
 from symfence.worker.concolic.diagnose import left_via, stats_key
@@ -198,6 +198,7 @@ class ConcolicEngine:
 
     def __init__(self) -> None:
         self._memo: dict[tuple[int, int, bool], str] = {}
+        enums.install()  # Kind(data[0]) of an Enum: a table lookup (worker/concolic/enums.py)
 
     def run_task(self, task: Task, progress: Progress | None = None) -> Outcome:
         """Run one task to completion. Never raises: engine failures are ERROR outcomes."""
