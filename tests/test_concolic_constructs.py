@@ -383,3 +383,32 @@ def test_an_enum_made_from_a_symbolic_value_is_a_lookup_the_search_can_steer(mak
     assert totals["false_findings"] == 0
     assert any("through the enum" in f.detail for f in findings), dict(totals)
     assert not totals.get("concretised_hash"), dict(totals)
+
+
+def test_an_int_subclass_made_from_a_symbolic_int_stays_symbolic(make_target) -> None:
+    """``class EnumInteger(int)`` (construct), ``class p_uint32(int)``: ``int``'s constructor
+    took the value in C, and everything after it was plain (construct: 277 such ``int``
+    concretisations). Built from a SymInt, the instance keeps its term; ``int.__new__(cls, x)``
+    called by name still makes a working instance (a constant), and it pickles as the class."""
+    target = make_target("""
+        import copy, pickle
+
+        class Word(int):
+            def describe(self):
+                return "word %d" % self
+
+        class Fixed(int):
+            def __new__(cls, value):
+                return int.__new__(cls, value)
+
+        def target(data):
+            word = Word(data[0])
+            fixed = Fixed(data[1])
+            assert isinstance(word, int) and type(word) is Word and word.describe()
+            assert pickle.loads(pickle.dumps(word)) == word and type(copy.copy(word)) is Word
+            if word + 1 == 0x43 and fixed >= 0 and word.bit_length() == 7:
+                raise RuntimeError("through an int subclass")
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=20, seed=b"\x00\x00")
+    assert totals["false_findings"] == 0
+    assert any("through an int subclass" in f.detail for f in findings), dict(totals)

@@ -20,7 +20,8 @@ import builtins
 import copyreg
 from typing import Any
 
-from symfence.worker.concolic.symbolic import SymInt
+from symfence.worker.concolic.models import sym_int
+from symfence.worker.concolic.symbolic import WIDTH, SymInt
 from symfence.worker.concolic.symseq import SymBytes, SymStr
 
 _FIELDS = ("_items", "_len", "_open")
@@ -108,7 +109,46 @@ class SymBytesSubclass(_Subclass, SymBytes):
         return list(bytes(memoryview(self)))
 
 
-_SWAPS: dict[type, type] = {str: SymStrSubclass, bytes: SymBytesSubclass}
+def _int_field(name: str) -> property:
+    """A SymInt's ``value``/``expr``/``deps``/``width`` on an instance: what its construction set,
+    else a constant of its own value (one made by ``int.__new__(cls, x)`` called by name)."""
+    key = "_sf_" + name
+
+    def get(self: Any) -> Any:
+        d = self.__dict__
+        if key not in d:
+            d.update(_sf_value=int.__int__(self), _sf_expr=None, _sf_deps=0, _sf_width=WIDTH)
+        return d[key]
+
+    def set_(self: Any, value: Any) -> None:
+        self.__dict__[key] = value
+
+    return property(get, set_)
+
+
+class SymIntSubclass(SymInt):
+    """What ``class X(int)`` of an instrumented module derives from (construct's ``EnumInteger``,
+    a format's ``p_uint32``): an instance built from a SymInt keeps its term, as ``SymStrSubclass``
+    keeps a SymStr's items; one built from a plain value is a constant. Arithmetic gives a SymInt,
+    as ``int``'s gives an ``int``."""
+
+    value = _int_field("value")
+    expr = _int_field("expr")
+    deps = _int_field("deps")
+    width = _int_field("width")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        value = sym_int(*args, **kwargs)  # int(text, base) of symbolic text stays symbolic
+        if isinstance(value, SymInt) and value.expr is not None:
+            return SymInt.__new__(cls, value.value, value.expr, value.deps, value.width)
+        return SymInt.__new__(cls, int(value), None, 0)
+
+    def __reduce__(self) -> Any:
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_sf_")}
+        return copyreg.__newobj__, (type(self), self.value), state or None
+
+
+_SWAPS: dict[type, type] = {str: SymStrSubclass, bytes: SymBytesSubclass, int: SymIntSubclass}
 
 
 def sym_build_class(func: Any, name: str, *bases: Any, **kwds: Any) -> Any:
