@@ -412,3 +412,31 @@ def test_an_int_subclass_made_from_a_symbolic_int_stays_symbolic(make_target) ->
     findings, totals, _ = search(target, {}, max_tasks=20, seed=b"\x00\x00")
     assert totals["false_findings"] == 0
     assert any("through an int subclass" in f.detail for f in findings), dict(totals)
+
+
+def test_str_of_symbolic_text_stays_symbolic(make_target) -> None:
+    """``str(x)``, an alias's call (``unicode = str``: pyjsparser's ``self.source = unicode(code)``)
+    and f-strings of symbolic text keep it symbolic, as ``str(s)`` of a plain str is ``s``;
+    ``str(data, "latin-1")`` decodes symbolically. Each was a plain copy: no branch after it, no
+    concretisation counted, and the warning blamed an unused input."""
+    target = make_target("""
+        unicode = str
+
+        class Name(str):
+            pass
+
+        def target(data):
+            text = data.decode("latin-1")
+            a = str(text[0:1])
+            b = unicode(text[1:2])
+            c = f"{text[2:3]}{text[3:4]}"
+            d = str(data[5:6], "latin-1") + str(Name(text[6:7]))
+            if a == "s":
+                if b == "t":
+                    if c == "rf":
+                        if d == "OK":
+                            raise RuntimeError("through str()")
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=40, seed=b"\x00" * 8)
+    assert totals["false_findings"] == 0
+    assert any("through str()" in f.detail for f in findings), dict(totals)

@@ -42,8 +42,8 @@ from typing import Any, Callable, Iterable
 
 from symfence.worker.concolic.harness_imports import harness_imports
 from symfence.worker.concolic.importhook import Rewritten, instrumented_builtins
-from symfence.worker.concolic.models import (sym_bytearray, sym_bytes, sym_class, sym_from_bytes, sym_int, sym_truth,
-                                             sym_type)
+from symfence.worker.concolic.models import (sym_bytearray, sym_bytes, sym_class, sym_from_bytes, sym_fstring, sym_int,
+                                             sym_str, sym_truth, sym_type)
 from symfence.worker.concolic.equality import sym_eq, sym_ne
 from symfence.worker.concolic.symview import sym_memoryview
 from symfence.worker.concolic.tables import sym_contains, sym_get, sym_getitem, sym_join_call, sym_method
@@ -53,7 +53,7 @@ Target = Callable[[bytes], object]
 
 _FROM_BYTES = "__symfence_from_bytes__"
 _CALL_REWRITES = {"int": "__symfence_int__", "type": "__symfence_type__", "memoryview": "__symfence_memoryview__",
-                  "bytes": "__symfence_bytes__", "bytearray": "__symfence_bytearray__"}
+                  "bytes": "__symfence_bytes__", "bytearray": "__symfence_bytearray__", "str": "__symfence_str__"}
 _IN = "__symfence_in__"
 _GETITEM = "__symfence_getitem__"
 _TRUTH = "__symfence_truth__"
@@ -63,11 +63,13 @@ _JOIN = "__symfence_join__"
 _EQ = "__symfence_eq__"
 _NE = "__symfence_ne__"
 _CLASS = "__symfence_class__"
+_FSTRING = "__symfence_fstring__"
 HELPERS = {_FROM_BYTES: sym_from_bytes, "__symfence_int__": sym_int,
            "__symfence_type__": sym_type, _IN: sym_contains, _GETITEM: sym_getitem,
            _TRUTH: sym_truth, _GET: sym_get, _METHOD: sym_method, _JOIN: sym_join_call,
            _EQ: sym_eq, _NE: sym_ne, _CLASS: sym_class, "__symfence_memoryview__": sym_memoryview,
-           "__symfence_bytes__": sym_bytes, "__symfence_bytearray__": sym_bytearray}
+           "__symfence_bytes__": sym_bytes, "__symfence_bytearray__": sym_bytearray, "__symfence_str__": sym_str,
+           _FSTRING: sym_fstring}
 _LOOKUPS = ("get", "setdefault")
 _METHODS = (*_LOOKUPS, "join")  # taken as values: sym_method
 
@@ -147,6 +149,22 @@ class _Rewriter(ast.NodeTransformer):
             self.rewrites += 1
             return ast.copy_location(ast.Name(_CALL_REWRITES["int"], ast.Load()), node)
         return node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        """``f"..."`` with fields: ``sym_fstring`` (CPython's join makes symbolic parts plain).
+        A field's spec is itself an f-string (rewritten first); an f-string with no field stays."""
+        self.generic_visit(node)
+        if not any(isinstance(v, ast.FormattedValue) for v in node.values):
+            return node
+        parts: list[ast.expr] = []
+        for v in node.values:
+            if isinstance(v, ast.FormattedValue):
+                spec = v.format_spec if v.format_spec is not None else ast.Constant("")
+                parts.append(ast.Tuple([v.value, ast.Constant(v.conversion), spec], ast.Load()))
+            else:
+                parts.append(v)
+        self.rewrites += 1
+        return _call(_FSTRING, parts, node)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)

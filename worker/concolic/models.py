@@ -36,7 +36,7 @@ from symfence.worker.concolic.symbolic import (
     value_of,
     width_for,
 )
-from symfence.worker.concolic.symseq import SymBytes, SymStr
+from symfence.worker.concolic.symseq import SymBytes, SymStr, sym_join
 from symfence.worker.concolic.symview import SymMemoryView
 
 PROXY_TYPES = (SymInt, SymBytes, SymStr)
@@ -143,6 +143,34 @@ def sym_bytes(*args: Any, **kwargs: Any) -> Any:
     if args and isinstance(args[0], SymStr) and (len(args) > 1 or kwargs):
         return args[0].encode(*args[1:], **kwargs)
     return bytes(*args, **kwargs)
+
+
+def sym_str(*args: Any, **kwargs: Any) -> Any:
+    """``str(...)`` in rewritten code: ``str(data, encoding)`` of symbolic bytes is their
+    ``decode`` (C decoded a plain copy); anything else is ``str``'s own (symbolic text's
+    ``__str__`` keeps it symbolic)."""
+    if args and isinstance(args[0], SymBytes) and (len(args) > 1 or kwargs):
+        return args[0].decode(*args[1:], **kwargs)
+    return str(*args, **kwargs)
+
+
+_CONVERSIONS = {ord("s"): str, ord("r"): repr, ord("a"): ascii}
+
+
+def sym_fstring(*parts: Any) -> Any:
+    """An f-string of rewritten code: ``f"{a}:{b!r:>4}"`` arrives as its constant texts and, for
+    each field, ``(value, conversion, spec)``. CPython joins the formatted fields in C (a plain
+    str even of symbolic parts); joined here, symbolic text stays symbolic (``format`` of a
+    SymStr with no spec is the SymStr itself)."""
+    texts = []
+    for part in parts:
+        if type(part) is tuple:
+            value, conversion, spec = part
+            if conversion in _CONVERSIONS:
+                value = _CONVERSIONS[conversion](value)
+            part = format(value, spec)
+        texts.append(part)
+    return sym_join("", texts)
 
 
 def sym_bytearray(*args: Any, **kwargs: Any) -> Any:
