@@ -440,3 +440,22 @@ def test_str_of_symbolic_text_stays_symbolic(make_target) -> None:
     findings, totals, _ = search(target, {}, max_tasks=40, seed=b"\x00" * 8)
     assert totals["false_findings"] == 0
     assert any("through str()" in f.detail for f in findings), dict(totals)
+
+
+def test_comparing_cyclic_containers_is_no_false_finding(make_target) -> None:
+    """``node.get("next") != top`` of a doubly linked list of dicts (commonmark's delimiter
+    stack): Python answers at once (the same object), and the engine's progress score recursed
+    through the cycle to a RecursionError, a false finding on every input with emphasis."""
+    target = make_target("""
+        def target(data):
+            first = {"cc": data[0], "previous": None, "next": None}
+            top = {"cc": 0x2A, "previous": first, "next": None}
+            first["next"] = top
+            if first.get("next") != top:
+                raise RuntimeError("unreachable")
+            if [first, top] == [first, top] and first["cc"] == 0x2A:
+                raise RuntimeError("through a cycle")
+    """)
+    findings, totals, _ = search(target, {}, max_tasks=10, seed=b"\x00")
+    assert totals["false_findings"] == 0, dict(totals)
+    assert any("through a cycle" in f.detail for f in findings), dict(totals)

@@ -84,17 +84,28 @@ def _plain(x: Any) -> Any:
     return x._plain() if isinstance(x, _Seq) else value_of(x)
 
 
-def _score(a: Any, b: Any) -> int:
+_SCORE_DEPTH = 32  # containers nested deeper add nothing to the score
+
+
+def _score(a: Any, b: Any, depth: int = 0) -> int:
     """How much of ``a`` already matches ``b``, concretely (nothing recorded): per container or
     leaf 1 for the same type, 1 more for the same size or value; each dict entry scores as its
-    best pairing with an entry of ``b`` (key and value), so a closer shape scores higher."""
+    best pairing with an entry of ``b`` (key and value), so a closer shape scores higher. The
+    same object scores as a matching leaf at once, as C's comparison takes it as equal without a
+    look: a cyclic structure (commonmark's doubly linked delimiter stack, ``node.get("next") !=
+    top``) recursed here until a RecursionError, a false finding on every input with emphasis."""
+    if a is b:
+        return 2
+    if depth >= _SCORE_DEPTH:
+        return 0
     kind = type(a)
     if kind in (list, tuple) and type(b) is kind:
-        return 1 + (len(a) == len(b)) + sum(_score(x, y) for x, y in zip(a, b))
+        return 1 + (len(a) == len(b)) + sum(_score(x, y, depth + 1) for x, y in zip(a, b))
     if kind is dict and type(b) is dict:
         total = 1 + (len(a) == len(b))
         for key, value in a.items():
-            total += max((_score(key, k) + _score(value, v) for k, v in b.items()), default=0)
+            total += max((_score(key, k, depth + 1) + _score(value, v, depth + 1) for k, v in b.items()),
+                         default=0)
         return total
     if kind in _CONTAINERS or type(b) in _CONTAINERS:
         return 0
