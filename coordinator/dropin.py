@@ -158,7 +158,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]
         for section, key in keys:
             tables.setdefault(section, {})[key] = parsed
     workers = worker_ranks(flags, os.cpu_count() or 1)
-    if workers:
+    if args.ranks:  # --ranks wins, in the launch and in the config a --resume runs again
+        tables["campaign"]["ranks"] = args.ranks
+    elif workers:
         tables["campaign"]["ranks"] = workers + 1  # and rank 0, the coordinator
     corpora = [Path(c) for c in args.corpus]
     for c in corpora:

@@ -459,3 +459,4 @@ def test_comparing_cyclic_containers_is_no_false_finding(make_target) -> None:
     findings, totals, _ = search(target, {}, max_tasks=10, seed=b"\x00")
     assert totals["false_findings"] == 0, dict(totals)
     assert any("through a cycle" in f.detail for f in findings), dict(totals)
+

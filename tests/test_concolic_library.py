@@ -295,3 +295,30 @@ def test_a_library_that_reads_its_own_data_files_is_rewritten(tmp_path: Path,
     assert "sf_datalib" in instrumented_modules("sf_data_harness:TestOneInput")
     found = [c for c in outcome.candidates if c.kind is ExitKind.CRASH]
     assert found and found[0].data[:4] == b"KEYW", outcome.candidates
+
+
+def test_a_dependency_s_string_io_of_symbolic_text_stays_symbolic(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``six.StringIO(text)`` in the library under test (vobject; six is a dependency, never
+    rewritten) is ``io.StringIO``: its C copy made the text plain (0 branches on vobject, blamed
+    on an unused input). A rewritten module's ``six`` has the engine's streams, as its ``io`` has."""
+    pytest.importorskip("six")
+    _write(tmp_path, "sf_sixlib/__init__.py", textwrap.dedent("""
+        import six
+
+        def first_line(data):
+            return six.StringIO(data.decode("latin-1")).readline()
+    """))
+    _write(tmp_path, "sf_six_harness.py", textwrap.dedent("""
+        import atheris
+        with atheris.instrument_imports():
+            import sf_sixlib
+
+        def TestOneInput(data):
+            if sf_sixlib.first_line(data)[:3] == "BEG":
+                raise RuntimeError("through six.StringIO")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    outcome = _engine_task("sf_six_harness:TestOneInput", "w-six")
+    assert outcome.stats.get("false_findings", 0) == 0 and outcome.stats["branches"] >= 1, outcome.stats
+    assert any(c.data[:1] == b"B" for c in outcome.candidates), outcome.candidates

@@ -111,7 +111,8 @@ def test_jobs_and_workers_become_worker_ranks(harness: Path, monkeypatch: pytest
     args, tables, _ = dropin.parse(["run", "fuzz/fuzz_x.py", *argv])
     assert tables["campaign"].get("ranks") == ranks
     args, tables, _ = dropin.parse(["run", "fuzz/fuzz_x.py", *argv, "--ranks", "7"])
-    assert args.ranks == 7  # --ranks wins at the launch (cli.py: args.ranks or campaign.ranks)
+    assert args.ranks == 7  # --ranks wins at the launch (cli.py: args.ranks or campaign.ranks) ...
+    assert tables["campaign"]["ranks"] == 7  # ... and in OUT/harness.toml, which a --resume runs
 
 
 def test_a_harness_that_cannot_be_read_is_one_line(harness: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,7 +93,7 @@ def model_module(name: str) -> types.ModuleType | None:
         return _models[name]
     model: types.ModuleType | None = None
     module = sys.modules.get(name)
-    if name == "io" and module is not None:
+    if name in ("io", "six") and module is not None:  # six: Python 2/3 libraries' io (vobject's six.StringIO)
         model = _copy_module(module)
         model.BytesIO, model.StringIO = SymBytesIO, SymStringIO  # type: ignore[attr-defined]
     elif name == "struct" and module is not None:
