@@ -302,7 +302,6 @@ def test_a_dependency_s_string_io_of_symbolic_text_stays_symbolic(tmp_path: Path
     """``six.StringIO(text)`` in the library under test (vobject; six is a dependency, never
     rewritten) is ``io.StringIO``: its C copy made the text plain (0 branches on vobject, blamed
     on an unused input). A rewritten module's ``six`` has the engine's streams, as its ``io`` has."""
-    pytest.importorskip("six")
     _write(tmp_path, "sf_sixlib/__init__.py", textwrap.dedent("""
         import six
 
