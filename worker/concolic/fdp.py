@@ -79,11 +79,11 @@ def _derived(value: int, sources: list[Any], build: Any, width: int = WIDTH) -> 
     proxies = [s for s in sources if isinstance(s, SymInt)]
     if not proxies:
         return value
-    if any(s.expr is None for s in proxies):
-        return SymInt(value, None, 0)
     deps = 0
     for s in proxies:
         deps |= s.deps
+    if any(s.expr is None for s in proxies):  # the plain run: its deps too (`_count`)
+        return SymInt(value, None, deps)
     return SymInt(value, build(), deps, width)
 
 

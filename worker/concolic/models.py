@@ -64,9 +64,10 @@ class InputVariables:
 def make_input(data: bytes, *, symbolic: bool) -> tuple[SymBytes, InputVariables | None]:
     """Wrap ``data`` as the root ``SymBytes`` of a run (with its variables when symbolic)."""
     n = len(data)
-    if not symbolic:
-        items: list[Any] = [SymInt(b, None, 0) for b in data]
-        root = SymBytes(data, items, SymInt(n, None, 0), True)
+    if not symbolic:  # no terms; the dependency bits still: a FuzzedDataProvider count read from
+        # bytes is then fixed (a branch) in this run as in the symbolic one (fdp._count)
+        items: list[Any] = [SymInt(b, None, 1 << (j + 1)) for j, b in enumerate(data)]
+        root = SymBytes(data, items, SymInt(n, None, LENGTH_BIT), True)
         root._base = 0
         return root, None
     byte_vars = tuple(z3.BitVec(f"b{j}", 8) for j in range(n))
@@ -305,7 +306,10 @@ def from_items(items: list[Any], byteorder: str, signed: bool) -> Any:
         note_concretised("overflow")
         return value
     if any(x.expr is None for x in symbolic):
-        return SymInt(value, None, 0)
+        deps = 0
+        for x in symbolic:
+            deps |= x.deps
+        return SymInt(value, None, deps)
     parts = [z3.Extract(7, 0, x.term()) if isinstance(x, SymInt) else z3.BitVecVal(x, 8)
              for x in items]
     if byteorder == "little":

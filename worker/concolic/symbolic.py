@@ -256,8 +256,8 @@ class SymInt(int):
         other_value, other_term, other_deps, other_width = parsed
         x, y = (other_value, self.value) if reflected else (self.value, other_value)
         value = op(x, y)
-        if self.expr is None:
-            return SymInt(value, None, 0)
+        if self.expr is None:  # the plain run: no term, its dependency bits still (fdp._count)
+            return SymInt(value, None, self.deps | other_deps)
         w = width_for(value, self.width, other_width)
         if w > MAX_WIDTH:
             self.concrete("overflow")
@@ -333,7 +333,7 @@ class SymInt(int):
     def _unary(self, op: Callable[[Any], Any], term: Callable[[Any], Any]) -> Any:
         value = op(self.value)
         if self.expr is None:
-            return SymInt(value, None, 0)
+            return SymInt(value, None, self.deps)
         w = width_for(value, self.width)
         if w > MAX_WIDTH:
             self.concrete("overflow")
@@ -405,7 +405,7 @@ def shift(a: Any, b: Any, left: bool, frame: Any) -> Any:
         implicit_branch(frame, bv < 0, lambda: (bt < 0, bd) if bd else None)
     value = av << bv if left else av >> bv  # ValueError for a negative amount, like int
     if (not isinstance(a, SymInt) or a.expr is None) and (not isinstance(b, SymInt) or b.expr is None):
-        return SymInt(value, None, 0)
+        return SymInt(value, None, ad | bd)
     w = width_for(value, aw, WIDTH)
     if w > MAX_WIDTH:
         note_concretised("overflow")
