@@ -51,7 +51,7 @@ def _wait(ex, limit_s: float):
 @pytest.mark.parametrize("wrapped", [False, True], ids=["child", "traced"])
 def test_an_engine_task_cut_short_answers_with_its_children_so_far(target: str, wrapped: bool) -> None:
     # 150 branches, a child each (the cap raised): ~3 s of replays alone if it ran to the end
-    options = {"max_candidates": 1000, "solver_budget_s": 60.0}
+    options = FULL
     ex = make_executor("concolic") if wrapped else ConcolicExecutor()
     try:
         assert isinstance(ex, Turns)
@@ -78,6 +78,11 @@ def test_an_engine_task_cut_short_answers_with_its_children_so_far(target: str, 
             assert len(full.candidates) >= 40
     finally:
         ex.close()
+
+
+# Every branch a child: a query gets 5 s, not the default 200 ms, which a loaded CI run's light
+# test (at nice 5 beside a heavy one) overran twice (39 children of 40: z3 unknown).
+FULL = {"max_candidates": 1000, "solver_budget_s": 60.0, "solver_timeout_ms": 5000}
 
 
 def _wait_task(ex, target: str, options: dict, size: int = 150):
@@ -148,7 +153,7 @@ def test_a_child_that_does_not_end_its_task_in_time_is_ended_with_what_it_stream
         assert early.status is ExitKind.OK and early.stats.get("cut_killed") == 1
         assert early.resume_at == 0  # how far it got is not known: all of it again, from its bound
         assert time.monotonic() - cut_at < CUT_GRACE_S + 5
-        full = _wait_task(ex, target, {"max_candidates": 1000, "solver_budget_s": 60.0}, size=20)
+        full = _wait_task(ex, target, FULL, size=20)
         assert full.status is ExitKind.OK and len(full.candidates) >= 20
 
 
