@@ -61,12 +61,17 @@ class InputVariables:
         self.length = length
 
 
+_ANY_BYTE = 1 << 1  # the plain run's dependency bit of every input byte (byte 0's, symbolically)
+
+
 def make_input(data: bytes, *, symbolic: bool) -> tuple[SymBytes, InputVariables | None]:
     """Wrap ``data`` as the root ``SymBytes`` of a run (with its variables when symbolic)."""
     n = len(data)
-    if not symbolic:  # no terms; the dependency bits still: a FuzzedDataProvider count read from
-        # bytes is then fixed (a branch) in this run as in the symbolic one (fdp._count)
-        items: list[Any] = [SymInt(b, None, 1 << (j + 1)) for j, b in enumerate(data)]
+    if not symbolic:  # no terms; whether a value depends on bytes or on the length only, still: a
+        # FuzzedDataProvider count read from bytes is then fixed (a branch) in this run as in the
+        # symbolic one (fdp._count). One bit for every byte: a bit per byte made the run's
+        # arithmetic work on ints as wide as the input (a 4 KiB input: 4,097-bit masks).
+        items: list[Any] = [SymInt(b, None, _ANY_BYTE) for b in data]
         root = SymBytes(data, items, SymInt(n, None, LENGTH_BIT), True)
         root._base = 0
         return root, None
