@@ -4,8 +4,8 @@ Every committed result's ``stats`` map is added up here: branches, concretisatio
 solver queries (sat/unsat/unknown), divergences, false findings, ... . ``fuzzer_stats`` gets
 one ``engine_<counter>`` line each, ``plot_data`` three columns. A target whose first
 ``WARN_AFTER`` results (or all of its results, at the campaign's end) recorded no symbolic branch
-at all gets one ``target.no_symbolic_branches`` warning naming where the input most likely left Python (the ``left_via.<function>``
-counter the engine sends, see ``worker/concolic/diagnose.py``). A target whose library failed to
+at all gets one ``target.no_symbolic_branches`` warning naming where the input most likely left
+Python (the ``left_via.<function>`` counter the engine sends, see ``worker/concolic/diagnose.py``). A target whose library failed to
 load rewritten (the engine then sees only the harness) gets one ``engine.library_not_instrumented``
 warning naming the packages and the exception (the ``not_instrumented.<why>`` counter).
 """

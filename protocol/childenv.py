@@ -4,8 +4,7 @@ A child that inherited ``PMI_*``/``OMPI_*``/... variables could try to join the 
 target (or something it imports) initialises MPI. Nothing is added to ``PYTHONPATH`` but the
 folders a campaign names (``put_first_on_path``): symfence is found as the installed ``symfence``
 package, and the user's modules exactly as in the parent (working directory first), so neither
-can shadow the other (docs/design.md, "Processes
-and code layout"). The one definition for both sides: the coordinator's start-up check imports
+can shadow the other (docs/design.md, "Processes and code layout"). The one definition for both sides: the coordinator's start-up check imports
 the targets in such an environment, the worker's child processes run in it.
 """
 

@@ -15,8 +15,7 @@ import sys
 from typing import Any
 
 from symfence.worker.concolic.models import is_proxy
-from symfence.worker.concolic.seqcore import _Seq
-from symfence.worker.concolic.tables import _dict_lookup
+from symfence.worker.concolic.tables import _dict_lookup, _plain_key
 
 _plain_call = enum.EnumType.__call__
 
@@ -27,9 +26,8 @@ def _call(cls: Any, value: Any, *args: Any, **kwds: Any) -> Any:
         if type(table) is dict and table:
             try:
                 return _dict_lookup(table, value, sys._getframe(1))
-            except KeyError:  # no member's value (a branch already): enum's own call, on the
-                plain = value._plain() if isinstance(value, _Seq) else value.value  # plain value
-                return _plain_call(cls, plain)  # (ValueError, or the class's _missing_)
+            except KeyError:  # no member's value (a branch already): enum's own call on the plain
+                return _plain_call(cls, _plain_key(value))  # value (ValueError, or the class's _missing_)
     return _plain_call(cls, value, *args, **kwds)
 
 

@@ -141,11 +141,7 @@ def sym_bytes(*args: Any, **kwargs: Any) -> Any:
     10 engine branches where 1,068 were there to find."""
     if len(args) == 1 and not kwargs and isinstance(args[0], SymBytes):
         data = args[0]
-        if type(data) is SymBytes:
-            return data
-        copy = SymBytes(data._plain(), list(data._items), data._len, data._open)
-        copy._base = data._base
-        return copy
+        return data if type(data) is SymBytes else data._copy_as(SymBytes)
     if args and isinstance(args[0], SymStr) and (len(args) > 1 or kwargs):
         return args[0].encode(*args[1:], **kwargs)
     return bytes(*args, **kwargs)

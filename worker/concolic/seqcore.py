@@ -73,6 +73,13 @@ class _Seq:
 
     # -- hooks provided by the concrete classes -----------------------------------------------
 
+    def _copy_as(self, cls: Any) -> Any:
+        """The same items as an exact ``cls`` (SymBytes or SymStr): what ``bytes(x)``/``str(x)``
+        and ``memoryview.tobytes`` give of a view or a subclass's instance (the same place too)."""
+        copy = cls(self._plain(), list(self._items), self._len, self._open)
+        copy._base = self._base
+        return copy
+
     @classmethod
     def _make(cls, items: list[Any], length: SymInt | None, open_end: bool) -> Any:
         raise NotImplementedError

@@ -191,15 +191,11 @@ class SymStr(_Scans, str):
         return str.__str__(self)
 
     def __str__(self) -> str:
-        """``str(x)``, ``f"{x}"``, ``"%s" % x`` and an alias's call (``unicode = str``) of symbolic
-        text: the text itself, as ``str(s)`` of a plain str is ``s`` (a plain copy before: the
-        engine recorded no branch after pyjsparser's ``unicode(code)`` and counted nothing);
-        of a ``str`` subclass's instance, a SymStr of its items, as ``str``'s is a plain str."""
-        if type(self) is SymStr:
-            return self
-        copy = SymStr(str.__str__(self), list(self._items), self._len, self._open)
-        copy._base = self._base
-        return copy
+        """``str(x)``, ``format(x)`` and an alias's call (``unicode = str``) of symbolic text: the
+        text itself, as ``str(s)`` of a plain str is ``s`` (a plain copy before: the engine
+        recorded no branch after pyjsparser's ``unicode(code)`` and counted nothing); of a ``str``
+        subclass's instance, a SymStr of its items, as ``str``'s is a plain str."""
+        return self if type(self) is SymStr else self._copy_as(SymStr)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return str, (self._plain(),)

@@ -36,9 +36,7 @@ class SymMemoryView(SymBytes):
         return view
 
     def tobytes(self, order: str | None = None) -> SymBytes:
-        result = SymBytes(self._plain(), list(self._items), self._len, self._open)
-        result._base = self._base
-        return result
+        return self._copy_as(SymBytes)
 
     def tolist(self) -> list[Any]:
         return list(self._items)

@@ -9,8 +9,7 @@ runs them while it fuzzes; their mtimes are stepped so that its whole-second "ne
 read" test cannot skip them), lets the process run (SIGCONT) for ``slice_s`` seconds of wall
 time (start-up included; the first turn lasts until the first execution unless the worker ends
 it for a waiting task, and a process still importing at the end of a turn goes on at the next),
-then stops it
-(SIGSTOP: the core is the engine's until the next turn) and answers with what the process did
+then stops it (SIGSTOP: the core is the engine's until the next turn) and answers with what the process did
 meanwhile: every input libFuzzer kept (OK), every crash and hang (CRASH / HANG with their
 traceback) and its executions. An aborted turn only stops the process: what it found is in the
 next turn's answer. New dictionary tokens go into the dictionary file, which libFuzzer reads at

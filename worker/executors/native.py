@@ -3,10 +3,10 @@
 The child (``worker.native.runner`` under ``worker.childserve``) streams the phase it is in; the
 parent owns the clock: an execution (input or candidate) gets ``exec_timeout_s`` plus a grace,
 an engine run ``engine_timeout_s`` plus a grace, an emulated replay (the ``engine`` oracle's
-candidate) its emulation limit and one native run plus a grace (tritondse_engine.py). On overrun the child's process group (and a
-SymCC run's own group) is SIGKILLed and a fresh child is started; the input or candidate being
-executed becomes a HANG finding, an overrunning engine run ends the task as an ERROR with the
-candidates so far. A child that dies on its own while out of memory (its stderr says so) makes
+candidate) its emulation limit and one native run plus a grace (tritondse_engine.py). On
+overrun the child's process group (and a SymCC run's own group) is SIGKILLed and a fresh child
+is started; the input or candidate being executed becomes a HANG finding, an overrunning engine
+run ends the task as an ERROR with the candidates so far. A child that dies on its own while out of memory (its stderr says so) makes
 an out-of-memory finding (``MemoryError: ...``, saved as ``kind:oom``); any other death is an
 ERROR of the task. Each child gets a scratch directory (the SymCC runs' files, its stderr).
 """
